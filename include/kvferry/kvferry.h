@@ -1,0 +1,271 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * kvferry — KV-cache transfer over RDMA for disaggregated LLM serving.
+ *
+ * A prefill node (sender) writes KV blocks into a decode node (receiver) with
+ * RDMA WRITE. Each request is a "room", named by a 64-bit room id that both
+ * sides agree on (SGLang's bootstrap_room). The API is shaped like SGLang's
+ * BaseKVSender / BaseKVReceiver:
+ *
+ *   sender (prefill)                     receiver (decode)
+ *   kvf_sender_create(id)                kvf_receiver_create(id, prefill addr)
+ *   kvf_poll() == WAITING_FOR_INPUT  <-- kvf_receiver_init(dst blocks)
+ *   kvf_sender_send(src blocks)      --> RDMA WRITEs, last with immediate
+ *   kvf_poll() == SUCCESS                kvf_poll() == SUCCESS
+ *   kvf_release()                        kvf_release()
+ *
+ * Threads: every function here is called from one thread, the scheduler
+ * thread, which owns the room table. kvf_progress() drains the events that the
+ * completion poller thread produced and applies deadlines; call it every
+ * scheduler iteration. The only exceptions are kvf_engine_open/close.
+ *
+ * The promise: every room reaches SUCCESS or FAILED within a bounded time, a
+ * failed room says why (kvf_failure), and a room's memory is handed back
+ * (kvf_release returns 0) only when no posted work of it can still land.
+ *
+ * Errors are negative errno values. A NULL engine or a stale/unknown room
+ * handle gives -EINVAL, never a crash.
+ */
+#ifndef KVFERRY_H
+#define KVFERRY_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kvf_engine kvf_engine;
+
+/* A room handle: slot and generation packed by value. {0} is never valid.
+ * A handle whose room was released is stale; every call on it is -EINVAL. */
+typedef struct kvf_room {
+	uint64_t v;
+} kvf_room;
+
+/* Room states, numbered as SGLang's KVPoll so an engine maps them 1:1. */
+enum kvf_poll {
+	KVF_FAILED = 0,            /* terminal; kvf_failure() says why */
+	KVF_BOOTSTRAPPING = 1,     /* sender: waiting for the receiver's ROOM_INFO;
+	                              receiver: created, kvf_receiver_init not yet done */
+	KVF_WAITING_FOR_INPUT = 2, /* sender: peer known, waiting for kvf_sender_send;
+	                              receiver: ROOM_INFO posted, data on the way */
+	KVF_TRANSFERRING = 3,      /* sender: writes posted, last one not completed */
+	KVF_SUCCESS = 4,           /* terminal; all data landed */
+};
+#define KVF_POLL_NUM 5
+
+enum kvf_role {
+	KVF_SENDER = 0,   /* prefill */
+	KVF_RECEIVER = 1, /* decode */
+};
+
+/* Why a room failed. Exactly one per failed room, written once. */
+enum kvf_fail_reason {
+	KVF_FAIL_NONE = 0,
+	KVF_FAIL_LOCAL_ABORT,  /* kvf_abort() on this side */
+	KVF_FAIL_PEER_ABORT,   /* the peer sent ABORT (or an early ABORT tombstone) */
+	KVF_FAIL_WC_ERROR,     /* a work completion with an error status */
+	KVF_FAIL_PEER_LOST,    /* disconnect, heartbeat misses, connection torn down */
+	KVF_FAIL_DEADLINE,     /* a state's deadline passed; see kvf_failure.deadline */
+	KVF_FAIL_BAD_FRAME,    /* the peer sent a malformed frame naming this room */
+	KVF_FAIL_BAD_REQUEST,  /* the local caller asked for something invalid
+	                          (block count differs from the peer's, block id
+	                          out of the pool) */
+	KVF_FAIL_DEVICE,       /* a fatal asynchronous device event */
+	KVF_FAIL_CONNECT,      /* the connection to the peer could not be made or
+	                          was rejected */
+	KVF_FAIL_NUM
+};
+
+/* Which deadline. */
+enum kvf_deadline {
+	KVF_DL_NONE = 0,
+	KVF_DL_BOOTSTRAP,         /* BOOTSTRAPPING, both sides */
+	KVF_DL_WAITING_FOR_INPUT, /* sender WAITING_FOR_INPUT (optional, 0 = off) */
+	KVF_DL_INFLIGHT,          /* sender TRANSFERRING: from send to success */
+	KVF_DL_RECEIVER_WAITING,  /* receiver WAITING_FOR_INPUT */
+	KVF_DL_QUIESCE,           /* FAILED but not quiescent: peer must ACK or
+	                             the connection is torn down */
+	KVF_DL_NUM
+};
+
+/* Events that were not applied to a room, counted per reason. */
+enum kvf_ignore_reason {
+	KVF_IGN_STALE_GENERATION = 0, /* names a slot that now holds another room */
+	KVF_IGN_UNKNOWN_ROOM,         /* names a room id this engine does not have */
+	KVF_IGN_FINISHED_ROOM,        /* the room is already terminal */
+	KVF_IGN_DUPLICATE,            /* the same event twice (e.g. ROOM_INFO again) */
+	KVF_IGN_BAD_EVENT,            /* an event kind or field out of range */
+	KVF_IGN_NUM
+};
+
+struct kvf_failure {
+	enum kvf_fail_reason reason;
+	enum kvf_deadline deadline; /* KVF_FAIL_DEADLINE: which one */
+	int err;                    /* positive errno where one applies, else 0 */
+	int wc_status;              /* enum ibv_wc_status for KVF_FAIL_WC_ERROR, else -1 */
+	uint32_t vendor_err;        /* from the work completion */
+	char detail[192];           /* human-readable, never empty when failed */
+};
+
+struct kvf_stats {
+	uint64_t rooms[KVF_POLL_NUM]; /* live (unreleased) rooms per state */
+	uint64_t inflight;            /* sender rooms in TRANSFERRING */
+	uint64_t unquiescent;         /* terminal rooms whose memory is still held */
+	uint64_t created;             /* rooms ever created */
+	uint64_t released;            /* rooms ever released */
+	uint64_t failures[KVF_FAIL_NUM];
+	uint64_t deadlines[KVF_DL_NUM]; /* rooms failed per deadline kind */
+	uint64_t ignored[KVF_IGN_NUM];
+	uint64_t tombstones_created;
+	uint64_t tombstones_applied;
+	uint64_t tombstones_expired;
+	uint64_t tombstones_dropped; /* table full: the ABORT could not be kept */
+	uint64_t ring_stalls;        /* times the poller found the ring full */
+	uint64_t events;             /* events applied from the ring */
+	uint64_t oldest_inflight_ns; /* age of the oldest TRANSFERRING room, 0 if none */
+};
+
+/* ------------------------------------------------------------------ engine */
+
+/*
+ * Open an engine from a libconfig file (see config/kvferry.conf and
+ * docs/config.md). Starts the transport and its completion poller thread
+ * when the config has an rdma section.
+ * Returns 0 and *out, or:
+ *   -EINVAL  NULL argument, or the config is invalid (logged: file, line, key)
+ *   -ENOENT  the file does not exist
+ *   -ENOMEM  out of memory
+ *   -ENODEV  no RDMA device/port as configured (logged with device, port, state)
+ *   other    -errno from the verbs or rdma_cm setup
+ */
+int kvf_engine_open(const char *config_path, kvf_engine **out);
+
+/* Stop the poller, destroy connections, free everything. Rooms still live
+ * are dropped (logged with their count). NULL is a no-op. */
+void kvf_engine_close(kvf_engine *eng);
+
+/*
+ * Replace the engine's monotonic clock (nanoseconds). For tests and for
+ * engines that want deadlines on their own clock. fn NULL restores
+ * CLOCK_MONOTONIC. Returns 0 or -EINVAL.
+ */
+int kvf_engine_set_clock(kvf_engine *eng, uint64_t (*fn)(void *arg), void *arg);
+
+/*
+ * Scheduler-thread work: drain the event ring, apply events to rooms, expire
+ * deadlines, post queued work, send heartbeats, log the periodic summary.
+ * Returns the number of events and expiries applied (>= 0), or -EINVAL.
+ * With nothing due it costs O(1) in the number of live rooms.
+ */
+int kvf_progress(kvf_engine *eng);
+
+/* Copy the counters and gauges. Returns 0 or -EINVAL. */
+int kvf_stats(const kvf_engine *eng, struct kvf_stats *out);
+
+/* Write one line per live room: handle, id, role, state, age, the deadline
+ * that applies and when, last event, failure. Returns rooms written or -EINVAL. */
+int kvf_dump(const kvf_engine *eng, FILE *fp);
+
+/* ------------------------------------------------------------------- pools */
+
+/*
+ * Register the local KV pool: nbufs buffers (layers x K/V), each nblocks
+ * blocks of block_size bytes (block_size may differ per buffer). Buffers are
+ * host memory, or CUDA device memory when built with CUDA (detected from the
+ * pointer). Must be called once, before any room is created. The memory stays
+ * the caller's; it must outlive the engine.
+ * Returns 0 or -EINVAL (bad shape), -EEXIST (already registered), -ENOMEM,
+ * -ENOTSUP (CUDA memory without CUDA support), or -errno from ibv_reg_mr.
+ */
+int kvf_pool_register(kvf_engine *eng, uint32_t nbufs, void *const *bufs,
+		      const uint64_t *block_size, uint32_t nblocks);
+
+/* ------------------------------------------------------------------- rooms */
+
+/*
+ * Create a sender room (prefill) for room_id. It stays BOOTSTRAPPING until a
+ * receiver's ROOM_INFO for room_id arrives. If an ABORT for room_id arrived
+ * before (a tombstone), the room is created FAILED (KVF_FAIL_PEER_ABORT).
+ * Returns 0 and *out, or -EINVAL, -EEXIST (a live sender room with this id;
+ * that room is unaffected), -ENOSPC (the table is at max_rooms).
+ */
+int kvf_sender_create(kvf_engine *eng, uint64_t room_id, kvf_room *out);
+
+/*
+ * Create a receiver room (decode) for room_id whose data comes from the
+ * prefill engine at peer ("host:port"; NULL = the config's default peer).
+ * Errors as kvf_sender_create, plus -EINVAL for an unparsable peer.
+ */
+int kvf_receiver_create(kvf_engine *eng, uint64_t room_id, const char *peer,
+			kvf_room *out);
+
+/*
+ * Receiver: the destination block ids (each names that block in every
+ * buffer of the pool). Sends ROOM_INFO to the peer; the room moves to
+ * WAITING_FOR_INPUT. Returns 0 or:
+ *   -EINVAL     stale handle, not a receiver, nblocks 0 or too many
+ *   -ERANGE     a block id is outside the pool (the room is FAILED, BAD_REQUEST)
+ *   -EALREADY   init was already called
+ *   -ECANCELED  the room is already FAILED
+ */
+int kvf_receiver_init(kvf_engine *eng, kvf_room room, const uint32_t *blocks,
+		      uint32_t nblocks);
+
+/*
+ * Sender: the source block ids, in the order of the receiver's destination
+ * blocks. Posts the writes (or queues them when the send queue is full); the
+ * room moves to TRANSFERRING. Returns 0 or:
+ *   -EINVAL     stale handle, not a sender
+ *   -EAGAIN     the receiver's ROOM_INFO has not arrived yet (BOOTSTRAPPING)
+ *   -EMSGSIZE   nblocks differs from the receiver's count (room FAILED, BAD_REQUEST)
+ *   -ERANGE     a block id is outside the pool (room FAILED, BAD_REQUEST)
+ *   -EALREADY   send was already called
+ *   -ECANCELED  the room is already FAILED
+ */
+int kvf_sender_send(kvf_engine *eng, kvf_room room, const uint32_t *blocks,
+		    uint32_t nblocks);
+
+/* The room's state (enum kvf_poll, >= 0), or -EINVAL. The failure field is
+ * read first: a failed room is FAILED whatever else is in flight. */
+int kvf_poll(kvf_engine *eng, kvf_room room);
+
+/*
+ * Fail the room now (KVF_FAIL_LOCAL_ABORT) and tell the peer. poll() returns
+ * FAILED from this call on. Idempotent on a terminal room (returns 0, the
+ * first failure is kept). Returns 0 or -EINVAL.
+ */
+int kvf_abort(kvf_engine *eng, kvf_room room);
+
+/* Copy the room's failure (reason KVF_FAIL_NONE when not failed).
+ * Returns 0 or -EINVAL. */
+int kvf_failure(kvf_engine *eng, kvf_room room, struct kvf_failure *out);
+
+/*
+ * 1 when no posted work of the room can still touch its memory (its
+ * outstanding work requests are 0; on a receiver, the peer acknowledged or
+ * the connection is gone), 0 when not yet, -EINVAL.
+ */
+int kvf_quiescent(kvf_engine *eng, kvf_room room);
+
+/*
+ * Hand the room's slot back. Only a terminal, quiescent room can be released:
+ * after 0 its blocks may be reused and the handle is stale.
+ * Returns 0, -EBUSY (not terminal, or terminal but not yet quiescent: call
+ * kvf_progress and try again), or -EINVAL.
+ */
+int kvf_release(kvf_engine *eng, kvf_room room);
+
+/* Names, for logs. Never NULL. */
+const char *kvf_poll_str(int state);
+const char *kvf_fail_reason_str(enum kvf_fail_reason r);
+const char *kvf_deadline_str(enum kvf_deadline d);
+const char *kvf_ignore_reason_str(enum kvf_ignore_reason r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KVFERRY_H */

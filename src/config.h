@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The configuration: one libconfig file, read in one place (config.c).
+ * Every key is in the key table in config.c, typed and range-checked, and
+ * documented in docs/config.md (a unit test keeps the two equal). */
+#ifndef KVF_CONFIG_H
+#define KVF_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "log.h"
+
+#define KVF_CFG_STR 128
+
+struct kvf_config {
+	/* log */
+	enum kvf_log_level log_level;         /* log.level */
+
+	/* engine */
+	char engine_id[KVF_CFG_STR];          /* engine.id */
+	uint32_t max_rooms;                   /* engine.max_rooms */
+	uint32_t ring_size;                   /* engine.ring_size (power of two) */
+	uint32_t max_blocks_per_room;         /* engine.max_blocks_per_room */
+	uint32_t tombstone_ttl_s;             /* engine.tombstone_ttl_s */
+	uint32_t max_tombstones;              /* engine.max_tombstones */
+	uint32_t summary_interval_s;          /* engine.summary_interval_s, 0 = off */
+
+	/* deadlines (seconds; 0 = off only where the doc says so) */
+	uint32_t bootstrap_s;                 /* deadlines.bootstrap_s */
+	uint32_t waiting_for_input_s;         /* deadlines.waiting_for_input_s, 0 = off */
+	uint32_t inflight_s;                  /* deadlines.inflight_s */
+	uint32_t receiver_waiting_s;          /* deadlines.receiver_waiting_s */
+	uint32_t quiesce_s;                   /* deadlines.quiesce_s */
+
+	/* heartbeat */
+	uint32_t heartbeat_interval_ms;       /* heartbeat.interval_ms */
+	uint32_t heartbeat_misses;            /* heartbeat.misses */
+
+	/* rdma (the transport; absent section = no transport) */
+	bool rdma_enabled;                    /* true when the rdma group exists */
+	char device[KVF_CFG_STR];             /* rdma.device, "" = first ACTIVE port */
+	uint32_t port_num;                    /* rdma.port_num */
+	int32_t gid_index;                    /* rdma.gid_index, -1 = auto (RoCE v2 of addr) */
+	char listen_addr[KVF_CFG_STR];        /* rdma.listen_addr, "" = do not listen */
+	uint32_t listen_port;                 /* rdma.listen_port */
+	char peer[KVF_CFG_STR];               /* rdma.peer, default "host:port" for receivers */
+	char auth_token[KVF_CFG_STR];         /* rdma.auth_token */
+	uint32_t qps_per_peer;                /* rdma.qps_per_peer */
+	uint32_t sq_depth;                    /* rdma.sq_depth */
+	uint32_t rq_depth;                    /* rdma.rq_depth */
+	uint32_t cq_depth;                    /* rdma.cq_depth */
+	uint32_t max_sge;                     /* rdma.max_sge */
+	uint32_t signal_every;                /* rdma.signal_every */
+	uint32_t qp_timeout;                  /* rdma.qp_timeout (4.096us * 2^n) */
+	uint32_t retry_cnt;                   /* rdma.retry_cnt */
+	uint32_t rnr_retry;                   /* rdma.rnr_retry */
+	uint32_t mtu;                         /* rdma.mtu, 0 = port's active MTU */
+	uint32_t traffic_class;               /* rdma.traffic_class */
+	uint32_t service_level;               /* rdma.service_level */
+	uint32_t poll_batch;                  /* rdma.poll_batch */
+	uint32_t poll_idle_us;                /* rdma.poll_idle_us, then sleep on the channel */
+	uint32_t connect_timeout_ms;          /* rdma.connect_timeout_ms */
+};
+
+/* Fill with the defaults (see docs/config.md). */
+void kvf_config_defaults(struct kvf_config *cfg);
+
+/*
+ * Load path into cfg (defaults first, then the file). On error, logs and
+ * writes into err (if non-NULL) one message naming the file, the line, the
+ * key and what was expected (or the nearest valid key for an unknown one).
+ * Returns 0, -ENOENT (no such file), or -EINVAL.
+ */
+int kvf_config_load(const char *path, struct kvf_config *cfg, char *err, size_t errlen);
+
+/* Same, from a string (tests); "name" stands for the file in messages. */
+int kvf_config_load_string(const char *text, const char *name,
+			   struct kvf_config *cfg, char *err, size_t errlen);
+
+/* The key table, for docs checks: full dotted names, NULL-terminated. */
+const char *const *kvf_config_keys(void);
+
+#endif

@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Events handed from the completion poller thread to the scheduler thread
+ * through the SPSC ring (ring.h). Fixed size, no pointers owned by the ring:
+ * when data is non-NULL the consumer owns it and frees it. */
+#ifndef KVF_EVENT_H
+#define KVF_EVENT_H
+
+#include <stdint.h>
+
+enum kvf_event_kind {
+	KVF_EV_NONE = 0,
+	KVF_EV_WC,          /* work completion: key = wr_id, status = ibv_wc_status,
+	                       aux = vendor_err << 32 | qp_num */
+	KVF_EV_PEER_INFO,   /* receiver's ROOM_INFO for a sender room:
+	                       key = room id, data = struct kvf_peer_info * */
+	KVF_EV_PEER_ABORT,  /* ABORT from the peer: key = room id, role = the local
+	                       role it is for, status = the peer's fail reason */
+	KVF_EV_ABORT_ACK,   /* ABORT_ACK from the peer: key = room id (receiver) */
+	KVF_EV_PEER_LOST,   /* peer = connection id; status = enum kvf_fail_reason
+	                       (PEER_LOST, CONNECT, DEVICE) */
+	KVF_EV_DATA_DONE,   /* receiver: final write-with-immediate landed;
+	                       key = receiver handle value (slot | gen << 32) */
+	KVF_EV_BAD_FRAME,   /* malformed frame: key = room id or 0 when it names
+	                       none, role = local role, data = detail string */
+	KVF_EV_TRANSPORT,   /* opaque to the room engine: handed to the transport */
+	KVF_EV_NUM
+};
+
+struct kvf_event {
+	uint8_t kind;    /* enum kvf_event_kind */
+	uint8_t role;    /* enum kvf_role, where it matters */
+	uint16_t status; /* per kind, see above */
+	uint32_t peer;   /* connection id, 0 = none */
+	uint64_t key;    /* per kind, see above */
+	uint64_t aux;    /* per kind; the ring stress test uses it as a sequence */
+	void *data;      /* consumer-owned payload, or NULL */
+};
+
+/* Payload of KVF_EV_PEER_INFO: what the receiver told us about its room. */
+struct kvf_peer_info {
+	uint64_t room_id;
+	uint64_t recv_handle;  /* receiver's slot | gen << 32, echoed in the imm */
+	uint32_t peer;         /* connection id it came on */
+	uint32_t nblocks;
+	uint32_t blocks[];     /* destination block ids */
+};
+
+#endif

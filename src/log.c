@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#define _POSIX_C_SOURCE 200809L
+#include "log.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+static _Atomic int g_level = KVF_LOG_INFO;
+
+static const char *const level_names[KVF_LOG_NUM] = {
+	[KVF_LOG_ERROR] = "error",
+	[KVF_LOG_WARN] = "warn",
+	[KVF_LOG_INFO] = "info",
+	[KVF_LOG_DEBUG] = "debug",
+};
+
+void kvf_log_set_level(enum kvf_log_level lvl)
+{
+	if (lvl < KVF_LOG_NUM)
+		atomic_store_explicit(&g_level, (int)lvl, memory_order_relaxed);
+}
+
+enum kvf_log_level kvf_log_get_level(void)
+{
+	return (enum kvf_log_level)atomic_load_explicit(&g_level, memory_order_relaxed);
+}
+
+int kvf_log_level_parse(const char *s, enum kvf_log_level *out)
+{
+	for (int i = 0; s && i < KVF_LOG_NUM; i++) {
+		if (strcmp(s, level_names[i]) == 0) {
+			*out = (enum kvf_log_level)i;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+void kvf_log_msg(enum kvf_log_level lvl, const char *mod, const char *fmt, ...)
+{
+	char line[1024];
+	struct timespec ts;
+	va_list ap;
+	int n;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	n = snprintf(line, sizeof(line), "[%5lld.%06ld] kvferry %-5s %s: ",
+		     (long long)ts.tv_sec, ts.tv_nsec / 1000,
+		     lvl < KVF_LOG_NUM ? level_names[lvl] : "?", mod);
+	if (n < 0 || (size_t)n >= sizeof(line))
+		n = 0;
+	va_start(ap, fmt);
+	vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
+	va_end(ap);
+	/* One fputs per line so lines from the poller and scheduler threads
+	 * do not interleave mid-line. */
+	strncat(line, "\n", sizeof(line) - strlen(line) - 1);
+	fputs(line, stderr);
+}

@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Lock-free single-producer / single-consumer ring of struct kvf_event:
+ * the completion poller thread produces, the scheduler thread consumes.
+ * One producer and one consumer per ring, always. */
+#ifndef KVF_RING_H
+#define KVF_RING_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "event.h"
+
+struct kvf_ring;
+
+/* size: a power of two >= 2. Returns NULL on a bad size or no memory. */
+struct kvf_ring *kvf_ring_create(uint32_t size);
+void kvf_ring_destroy(struct kvf_ring *r);
+
+/* Producer. Never drops: when full, waits (spin, then yield) until the
+ * consumer makes room, and counts the stall once per wait. */
+void kvf_ring_push(struct kvf_ring *r, const struct kvf_event *ev);
+/* Producer. false when full (nothing written). */
+bool kvf_ring_try_push(struct kvf_ring *r, const struct kvf_event *ev);
+
+/* Consumer. Copies up to max events into out, releases their slots with one
+ * store, returns how many. */
+uint32_t kvf_ring_pop_batch(struct kvf_ring *r, struct kvf_event *out, uint32_t max);
+
+/* Either side; approximate while the other side runs. */
+uint32_t kvf_ring_count(const struct kvf_ring *r);
+uint64_t kvf_ring_stalls(const struct kvf_ring *r);
+
+#endif
