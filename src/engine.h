@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Engine internals shared with transports, tools and tests. */
+#ifndef KVF_ENGINE_H
+#define KVF_ENGINE_H
+
+#include <kvferry/kvferry.h>
+
+#include "config.h"
+#include "ring.h"
+#include "transport.h"
+
+/* Create an engine from a config already loaded, on the given transport
+ * (ops NULL = no transport: rooms only, for tests and benchmarks).
+ * Returns 0 or -EINVAL, -ENOMEM. */
+int kvf_engine_create(const struct kvf_config *cfg,
+		      const struct kvf_transport_ops *ops, void *tctx,
+		      kvf_engine **out);
+
+/* Attach a transport after creation (kvf_engine_open: the transport needs
+ * the ring, the ring lives in the engine). */
+void kvf_engine_set_transport(kvf_engine *eng, const struct kvf_transport_ops *ops,
+			      void *tctx);
+
+/* The ring the transport's poller thread produces into. */
+struct kvf_ring *kvf_engine_ring(kvf_engine *eng);
+
+/* The engine's config (read-only). */
+const struct kvf_config *kvf_engine_config(const kvf_engine *eng);
+
+/* The engine's clock, ns. */
+uint64_t kvf_engine_now(const kvf_engine *eng);
+
+#endif
