@@ -12,7 +12,8 @@
 
 struct kvf_ring;
 
-/* size: a power of two >= 2. Returns NULL on a bad size or no memory. */
+/* size: a power of two >= 2; the ring holds up to size events. Returns NULL
+ * on a bad size or no memory. */
 struct kvf_ring *kvf_ring_create(uint32_t size);
 void kvf_ring_destroy(struct kvf_ring *r);
 
@@ -26,8 +27,13 @@ bool kvf_ring_try_push(struct kvf_ring *r, const struct kvf_event *ev);
  * store, returns how many. */
 uint32_t kvf_ring_pop_batch(struct kvf_ring *r, struct kvf_event *out, uint32_t max);
 
-/* Either side; approximate while the other side runs. */
+/* Either side; approximate while the other side runs. kvf_ring_stalls counts
+ * the kvf_ring_push calls that found the ring full (try_push never counts). */
 uint32_t kvf_ring_count(const struct kvf_ring *r);
 uint64_t kvf_ring_stalls(const struct kvf_ring *r);
+
+/* For tests: kvf_ring_create with both free-running indices starting at
+ * start (e.g. near UINT32_MAX, to cover their wraparound). */
+struct kvf_ring *kvf_ring_create_at(uint32_t size, uint32_t start);
 
 #endif
