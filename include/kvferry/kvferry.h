@@ -124,6 +124,10 @@ struct kvf_stats {
 	uint64_t tombstones_applied;
 	uint64_t tombstones_expired;
 	uint64_t tombstones_dropped; /* table full: the ABORT could not be kept */
+	uint64_t early_infos_parked; /* ROOM_INFOs that came before their sender room */
+	uint64_t early_infos_applied;
+	uint64_t early_infos_expired; /* no sender room in time: ABORT sent back */
+	uint64_t bad_frames;         /* malformed frames from peers */
 	uint64_t ring_stalls;        /* times the poller found the ring full */
 	uint64_t events;             /* events applied from the ring */
 	uint64_t oldest_inflight_ns; /* age of the oldest TRANSFERRING room, 0 if none */

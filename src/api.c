@@ -1,0 +1,374 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The room API of kvferry.h: sender/receiver calls of the scheduler thread. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "log.h"
+#include "room.h"
+
+/* A handle's room, or NULL when the handle is stale or out of range. */
+static struct kvf_slot *room_get(kvf_engine *eng, kvf_room h)
+{
+	uint32_t slot = (uint32_t)h.v;
+	struct kvf_slot *r;
+
+	if (!eng || slot >= eng->nslots)
+		return NULL;
+	r = &eng->slots[slot];
+	return r->in_use && r->gen == (uint32_t)(h.v >> 32) ? r : NULL;
+}
+
+int kvf_pool_register(kvf_engine *eng, uint32_t nbufs, void *const *bufs,
+		      const uint64_t *block_size, uint32_t nblocks)
+{
+	struct kvf_pool_layout pool = { nbufs, nblocks, bufs, block_size };
+	int rc = 0;
+
+	if (!eng || !nbufs || !nblocks || !bufs || !block_size)
+		return -EINVAL;
+	if (eng->pool_ok)
+		return -EEXIST;
+	for (uint32_t i = 0; i < nbufs; i++) {
+		if (!bufs[i] || !block_size[i]) {
+			kvf_err("pool", "buffer %u: %s", i, !bufs[i] ? "NULL address" : "block size 0");
+			return -EINVAL;
+		}
+	}
+	if (eng->ops && eng->ops->pool_register)
+		rc = eng->ops->pool_register(eng->t, &pool);
+	if (rc)
+		return rc;
+	eng->pool_ok = true;
+	eng->pool_nbufs = nbufs;
+	eng->pool_nblocks = nblocks;
+	return 0;
+}
+
+/* ------------------------------------------------------------------ create */
+
+static int room_new(kvf_engine *eng, uint64_t id, enum kvf_role role, struct kvf_slot **out)
+{
+	struct kvf_slot *r;
+	uint32_t slot;
+	int rc;
+
+	if (!eng->nfree)
+		return -ENOSPC;
+	slot = eng->free_stack[eng->nfree - 1];
+	rc = kvf_idmap_insert(&eng->ids, id, role, slot);
+	if (rc)
+		return rc; /* -EEXIST: the live room with this id is untouched */
+	eng->nfree--;
+	r = &eng->slots[slot];
+	r->id = id;
+	r->role = (uint8_t)role;
+	r->in_use = 1;
+	r->flags = 0;
+	r->conn = 0;
+	r->outstanding = 0;
+	r->fail_reason = KVF_FAIL_NONE;
+	r->last = KVF_LAST_CREATED;
+	r->created_ns = kvf_now(eng);
+	r->state = KVF_BOOTSTRAPPING;
+	r->state_ns = r->created_ns;
+	eng->st.rooms[KVF_BOOTSTRAPPING]++;
+	eng->st.created++;
+	*out = r;
+	return 0;
+}
+
+/* What arrived before the room: a tombstone fails it now, a parked
+ * ROOM_INFO moves it on. Then arm the state's deadline. */
+static void apply_early(kvf_engine *eng, struct kvf_slot *r)
+{
+	struct kvf_early_ent e;
+
+	kvf_room_set_state(eng, r, KVF_BOOTSTRAPPING); /* arms the bootstrap deadline */
+	if (!kvf_early_take(&eng->early, r->id, r->role, &e))
+		return;
+	if (e.kind == KVF_EARLY_TOMBSTONE) {
+		eng->st.tombstones_applied++;
+		kvf_room_peer_abort(eng, r, e.conn, e.reason, true);
+	} else {
+		eng->st.early_infos_applied++;
+		kvf_room_peer_info(eng, r, e.info);
+	}
+}
+
+int kvf_sender_create(kvf_engine *eng, uint64_t room_id, kvf_room *out)
+{
+	struct kvf_slot *r;
+	int rc;
+
+	if (!eng || !out)
+		return -EINVAL;
+	rc = room_new(eng, room_id, KVF_SENDER, &r);
+	if (rc)
+		return rc;
+	apply_early(eng, r);
+	*out = kvf_room_handle(eng, r);
+	return 0;
+}
+
+/* "host:port" with a numeric port in [1, 65535]. */
+static bool peer_valid(const char *peer)
+{
+	const char *colon = peer ? strrchr(peer, ':') : NULL;
+	char *end;
+	long port;
+
+	if (!colon || colon == peer)
+		return false;
+	port = strtol(colon + 1, &end, 10);
+	return *end == '\0' && end != colon + 1 && port > 0 && port <= 65535;
+}
+
+/* Peers are few; a linear search keeps one copy of each address. */
+static int peer_intern(kvf_engine *eng, const char *peer, uint16_t *idx)
+{
+	char **grown;
+
+	for (uint32_t i = 0; i < eng->npeers; i++) {
+		if (strcmp(eng->peers[i], peer) == 0) {
+			*idx = (uint16_t)i;
+			return 0;
+		}
+	}
+	if (eng->npeers >= UINT16_MAX)
+		return -ENOSPC;
+	grown = realloc(eng->peers, (eng->npeers + 1) * sizeof(*grown));
+	if (!grown)
+		return -ENOMEM;
+	eng->peers = grown;
+	eng->peers[eng->npeers] = strdup(peer);
+	if (!eng->peers[eng->npeers])
+		return -ENOMEM;
+	*idx = (uint16_t)eng->npeers++;
+	return 0;
+}
+
+int kvf_receiver_create(kvf_engine *eng, uint64_t room_id, const char *peer, kvf_room *out)
+{
+	struct kvf_slot *r;
+	uint16_t idx;
+	int rc;
+
+	if (!eng || !out)
+		return -EINVAL;
+	if (!peer)
+		peer = eng->cfg.peer;
+	if (!peer_valid(peer)) {
+		kvf_err("api", "room %#" PRIx64 ": peer '%s' is not host:port", room_id,
+			peer ? peer : "");
+		return -EINVAL;
+	}
+	rc = peer_intern(eng, peer, &idx);
+	if (rc)
+		return rc;
+	rc = room_new(eng, room_id, KVF_RECEIVER, &r);
+	if (rc)
+		return rc;
+	r->peer = idx;
+	apply_early(eng, r);
+	*out = kvf_room_handle(eng, r);
+	return 0;
+}
+
+/* ------------------------------------------------------------- init / send */
+
+/* -ERANGE and the room FAILED (BAD_REQUEST) when a block is outside the pool. */
+static int check_blocks(kvf_engine *eng, struct kvf_slot *r, const uint32_t *blocks, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		if (blocks[i] >= eng->pool_nblocks) {
+			kvf_room_fail(eng, r, KVF_FAIL_BAD_REQUEST, KVF_DL_NONE, ERANGE, -1, 0,
+				      "block[%u] = %u is outside the pool (%u blocks)", i,
+				      blocks[i], eng->pool_nblocks);
+			return -ERANGE;
+		}
+	}
+	return 0;
+}
+
+/* The common refusals of init and send. */
+static int check_call(kvf_engine *eng, struct kvf_slot *r, enum kvf_role role,
+		      const uint32_t *blocks, uint32_t n)
+{
+	if (!r || r->role != role || !blocks || n == 0 || n > eng->cfg.max_blocks_per_room)
+		return -EINVAL;
+	if (!eng->pool_ok) {
+		kvf_err("api", "room %#" PRIx64 ": no pool registered (kvf_pool_register)", r->id);
+		return -EINVAL;
+	}
+	if (r->state == KVF_FAILED)
+		return -ECANCELED;
+	return 0;
+}
+
+int kvf_receiver_init(kvf_engine *eng, kvf_room room, const uint32_t *blocks, uint32_t nblocks)
+{
+	struct kvf_slot *r = room_get(eng, room);
+	uint64_t handle = room.v;
+	uint32_t conn = 0;
+	int rc = check_call(eng, r, KVF_RECEIVER, blocks, nblocks);
+
+	if (rc)
+		return rc;
+	if (r->state != KVF_BOOTSTRAPPING)
+		return -EALREADY;
+	rc = check_blocks(eng, r, blocks, nblocks);
+	if (rc)
+		return rc;
+	r->last = KVF_LAST_INIT;
+	rc = eng->ops ? eng->ops->send_room_info(eng->t, eng->peers[r->peer], r->id, handle,
+						 blocks, nblocks, &conn)
+		      : -ENOTCONN;
+	if (rc) {
+		kvf_room_fail(eng, r, KVF_FAIL_CONNECT, KVF_DL_NONE, -rc, -1, 0,
+			      "sending ROOM_INFO to %s failed: %s", eng->peers[r->peer],
+			      strerror(-rc));
+		return rc;
+	}
+	r->conn = conn;
+	r->flags |= KVF_RF_INFO_SENT;
+	kvf_room_set_state(eng, r, KVF_WAITING_FOR_INPUT);
+	return 0;
+}
+
+static int post_failed(kvf_engine *eng, struct kvf_slot *r, int rc)
+{
+	bool gone = rc == -ENOTCONN || rc == -ECONNRESET || rc == -EPIPE;
+
+	kvf_room_fail(eng, r, gone ? KVF_FAIL_PEER_LOST : KVF_FAIL_DEVICE, KVF_DL_NONE, -rc, -1, 0,
+		      "posting the writes on conn %u failed: %s", r->conn, strerror(-rc));
+	return rc;
+}
+
+int kvf_sender_send(kvf_engine *eng, kvf_room room, const uint32_t *blocks, uint32_t nblocks)
+{
+	struct kvf_slot *r = room_get(eng, room);
+	struct kvf_peer_info *info;
+	int rc = check_call(eng, r, KVF_SENDER, blocks, nblocks);
+
+	if (rc)
+		return rc;
+	if (r->state == KVF_BOOTSTRAPPING)
+		return -EAGAIN;
+	if (r->state != KVF_WAITING_FOR_INPUT)
+		return -EALREADY;
+	info = r->info;
+	if (nblocks != info->nblocks) {
+		kvf_room_fail(eng, r, KVF_FAIL_BAD_REQUEST, KVF_DL_NONE, EMSGSIZE, -1, 0,
+			      "send() has %u source blocks, the receiver asked for %u",
+			      nblocks, info->nblocks);
+		return -EMSGSIZE;
+	}
+	rc = check_blocks(eng, r, blocks, nblocks);
+	if (rc)
+		return rc;
+	r->last = KVF_LAST_SEND;
+	r->flags |= KVF_RF_SENT;
+	rc = eng->ops ? eng->ops->post_writes(eng->t, r->conn,
+					      kvf_wr_id(KVF_WR_DATA, r->gen, kvf_slot_index(eng, r)),
+					      kvf_imm((uint32_t)info->recv_handle,
+						      (uint32_t)(info->recv_handle >> 32)),
+					      blocks, info->blocks, nblocks)
+		      : -ENOTCONN;
+	if (rc <= 0)
+		return post_failed(eng, r, rc ? rc : -EIO);
+	r->outstanding = (uint32_t)rc;
+	kvf_room_set_state(eng, r, KVF_TRANSFERRING);
+	return 0;
+}
+
+/* ------------------------------------------------------ poll, abort, release */
+
+int kvf_poll(kvf_engine *eng, kvf_room room)
+{
+	struct kvf_slot *r = room_get(eng, room);
+
+	if (!r)
+		return -EINVAL;
+	/* The failure field first: whatever else is in flight, a failed
+	 * room is FAILED. */
+	if (r->fail_reason != KVF_FAIL_NONE)
+		return KVF_FAILED;
+	return r->state;
+}
+
+int kvf_abort(kvf_engine *eng, kvf_room room)
+{
+	struct kvf_slot *r = room_get(eng, room);
+
+	if (!r)
+		return -EINVAL;
+	if (kvf_terminal(r))
+		return 0; /* the first outcome stands */
+	r->last = KVF_LAST_LOCAL_ABORT;
+	kvf_room_fail(eng, r, KVF_FAIL_LOCAL_ABORT, KVF_DL_NONE, ECANCELED, -1, 0,
+		      "aborted by the local caller in %s", kvf_poll_str(r->state));
+	return 0;
+}
+
+int kvf_failure(kvf_engine *eng, kvf_room room, struct kvf_failure *out)
+{
+	struct kvf_slot *r = room_get(eng, room);
+
+	if (!r || !out)
+		return -EINVAL;
+	memset(out, 0, sizeof(*out));
+	out->reason = (enum kvf_fail_reason)r->fail_reason;
+	out->deadline = (enum kvf_deadline)r->fail_deadline;
+	out->wc_status = -1;
+	if (r->fail_reason == KVF_FAIL_NONE)
+		return 0;
+	if (!r->fail) {
+		snprintf(out->detail, sizeof(out->detail), "%s (detail lost: out of memory)",
+			 kvf_fail_reason_str(out->reason));
+		return 0;
+	}
+	out->err = r->fail->err;
+	out->wc_status = r->fail->wc_status;
+	out->vendor_err = r->fail->vendor_err;
+	memcpy(out->detail, r->fail->text, sizeof(out->detail));
+	return 0;
+}
+
+int kvf_quiescent(kvf_engine *eng, kvf_room room)
+{
+	struct kvf_slot *r = room_get(eng, room);
+
+	if (!r)
+		return -EINVAL;
+	return (r->flags & KVF_RF_QUIESCENT) != 0;
+}
+
+int kvf_release(kvf_engine *eng, kvf_room room)
+{
+	struct kvf_slot *r = room_get(eng, room);
+	uint32_t slot;
+
+	if (!r)
+		return -EINVAL;
+	if (!kvf_terminal(r) || !(r->flags & KVF_RF_QUIESCENT))
+		return -EBUSY;
+	slot = kvf_slot_index(eng, r);
+	kvf_idmap_remove(&eng->ids, r->id, r->role);
+	kvf_timers_cancel(&eng->timers, slot);
+	free(r->info);
+	free(r->fail);
+	r->info = NULL;
+	r->fail = NULL;
+	eng->st.rooms[r->state]--;
+	eng->st.released++;
+	r->in_use = 0;
+	/* A new generation: every handle, work request and immediate that
+	 * named the old room is now stale by construction. */
+	if (++r->gen == 0)
+		r->gen = 1;
+	eng->free_stack[eng->nfree++] = slot;
+	return 0;
+}

@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* What arrives for a room before the room exists, kept until it does (or a
+ * TTL passes) instead of being dropped:
+ *  - a tombstone: the peer's ABORT; the room is FAILED the moment it is
+ *    created;
+ *  - a parked ROOM_INFO: the decode side may ask before the prefill engine
+ *    has created its sender room; it is applied at creation.
+ * Entries expire in insertion order (one TTL for all), so a FIFO list is the
+ * whole timer structure: O(1) to check. */
+#ifndef KVF_EARLY_H
+#define KVF_EARLY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "event.h"
+#include "idmap.h"
+
+enum kvf_early_kind {
+	KVF_EARLY_TOMBSTONE = 1,
+	KVF_EARLY_INFO = 2,
+};
+
+struct kvf_early_ent {
+	uint64_t id;
+	uint64_t expires;
+	struct kvf_peer_info *info; /* KVF_EARLY_INFO: owned by the entry */
+	uint32_t role;
+	uint32_t conn;
+	uint16_t reason;            /* KVF_EARLY_TOMBSTONE: the peer's reason */
+	uint8_t kind;
+	uint32_t prev, next;        /* FIFO links, index + 1; 0 = none */
+};
+
+struct kvf_early {
+	struct kvf_early_ent *ent;
+	uint32_t cap;
+	uint32_t free_head;         /* index + 1 */
+	uint32_t head, tail;        /* oldest, newest; index + 1 */
+	struct kvf_idmap map;
+};
+
+int kvf_early_init(struct kvf_early *e, uint32_t cap);
+/* Frees parked infos. */
+void kvf_early_fini(struct kvf_early *e);
+/* Keep ent (kind, id, role, conn, reason, info, expires). A tombstone
+ * replaces a parked info (freed); an info for a key that has a tombstone, or
+ * a second of either, is refused with -EEXIST (the caller counts it).
+ * -ENOSPC when full. On error the caller keeps ownership of ent->info. */
+int kvf_early_put(struct kvf_early *e, const struct kvf_early_ent *ent);
+/* Remove and return the entry for (id, role). The caller owns out->info. */
+bool kvf_early_take(struct kvf_early *e, uint64_t id, uint32_t role, struct kvf_early_ent *out);
+/* Remove and return the oldest entry if it expired at now. */
+bool kvf_early_pop_expired(struct kvf_early *e, uint64_t now, struct kvf_early_ent *out);
+
+#endif

@@ -1,0 +1,318 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The engine: lifetime, progress(), stats and dump. The room API is in
+ * api.c, the state machine in room.c. */
+#include "engine.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kvf_build.h"
+#include "log.h"
+#include "room.h"
+#if HAVE_RDMA
+#include "rdma.h"
+#endif
+
+#define KVF_BATCH 256
+
+static uint64_t monotonic_ns(void *arg)
+{
+	struct timespec ts;
+
+	(void)arg;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int alloc_tables(struct kvf_engine *eng)
+{
+	uint32_t n = eng->cfg.max_rooms;
+	int rc;
+
+	eng->slots = calloc(n, sizeof(*eng->slots));
+	eng->free_stack = calloc(n, sizeof(*eng->free_stack));
+	eng->batch = calloc(KVF_BATCH, sizeof(*eng->batch));
+	eng->ring = kvf_ring_create(eng->cfg.ring_size);
+	if (!eng->slots || !eng->free_stack || !eng->batch || !eng->ring)
+		return -ENOMEM;
+	eng->batch_cap = KVF_BATCH;
+	eng->nslots = n;
+	/* Slot 0 on top: the first room gets slot 0, gen 1. */
+	for (uint32_t i = 0; i < n; i++) {
+		eng->slots[i].gen = 1;
+		eng->free_stack[i] = n - 1 - i;
+	}
+	eng->nfree = n;
+	rc = kvf_idmap_init(&eng->ids, n);
+	if (!rc)
+		rc = kvf_timers_init(&eng->timers, n);
+	if (!rc)
+		rc = kvf_early_init(&eng->early, eng->cfg.max_tombstones);
+	return rc;
+}
+
+static void free_tables(struct kvf_engine *eng)
+{
+	struct kvf_event ev;
+
+	if (eng->ring) {
+		while (kvf_ring_pop_batch(eng->ring, &ev, 1))
+			free(ev.data);
+		kvf_ring_destroy(eng->ring);
+	}
+	for (uint32_t i = 0; eng->slots && i < eng->nslots; i++) {
+		free(eng->slots[i].info);
+		free(eng->slots[i].fail);
+	}
+	if (eng->early.ent)
+		kvf_early_fini(&eng->early);
+	kvf_timers_fini(&eng->timers);
+	kvf_idmap_fini(&eng->ids);
+	for (uint32_t i = 0; i < eng->npeers; i++)
+		free(eng->peers[i]);
+	free(eng->peers);
+	free(eng->batch);
+	free(eng->free_stack);
+	free(eng->slots);
+}
+
+int kvf_engine_create(const struct kvf_config *cfg, const struct kvf_transport_ops *ops,
+		      void *tctx, kvf_engine **out)
+{
+	struct kvf_engine *eng;
+	int rc;
+
+	if (!cfg || !out || cfg->max_rooms == 0 || cfg->max_rooms > (1u << KVF_IMM_SLOT_BITS))
+		return -EINVAL;
+	eng = calloc(1, sizeof(*eng));
+	if (!eng)
+		return -ENOMEM;
+	eng->cfg = *cfg;
+	eng->now_fn = monotonic_ns;
+	eng->ops = ops;
+	eng->t = tctx;
+	rc = alloc_tables(eng);
+	if (rc) {
+		free_tables(eng);
+		free(eng);
+		return rc;
+	}
+	eng->next_summary_ns = kvf_now(eng) + (uint64_t)cfg->summary_interval_s * 1000000000ull;
+	*out = eng;
+	return 0;
+}
+
+int kvf_engine_open(const char *config_path, kvf_engine **out)
+{
+	struct kvf_config cfg;
+	char err[512];
+	int rc;
+
+	if (!config_path || !out)
+		return -EINVAL;
+	rc = kvf_config_load(config_path, &cfg, err, sizeof(err));
+	if (rc)
+		return rc; /* the loader logged file, line and key */
+	kvf_log_set_level(cfg.log_level);
+	rc = kvf_engine_create(&cfg, NULL, NULL, out);
+	if (rc || !cfg.rdma_enabled)
+		return rc;
+#if HAVE_RDMA
+	const struct kvf_transport_ops *ops;
+	void *t;
+
+	rc = kvf_rdma_create(&(*out)->cfg, (*out)->ring, &ops, &t);
+	if (rc) {
+		kvf_engine_close(*out);
+		*out = NULL;
+		return rc;
+	}
+	kvf_engine_set_transport(*out, ops, t);
+	return 0;
+#else
+	kvf_err("engine", "%s: the rdma section is set but kvferry was built without "
+		"ibverbs/rdma_cm", config_path);
+	kvf_engine_close(*out);
+	*out = NULL;
+	return -ENOTSUP;
+#endif
+}
+
+void kvf_engine_close(kvf_engine *eng)
+{
+	uint64_t live;
+
+	if (!eng)
+		return;
+	/* Stop the poller first: after this nothing produces into the ring. */
+	if (eng->ops && eng->ops->close)
+		eng->ops->close(eng->t);
+	live = eng->nslots - eng->nfree;
+	if (live)
+		kvf_warn("engine", "closing with %" PRIu64 " live rooms (%" PRIu64
+			 " inflight); they are dropped", live, eng->st.inflight);
+	free_tables(eng);
+	free(eng);
+}
+
+void kvf_engine_set_transport(kvf_engine *eng, const struct kvf_transport_ops *ops, void *tctx)
+{
+	eng->ops = ops;
+	eng->t = tctx;
+}
+
+struct kvf_ring *kvf_engine_ring(kvf_engine *eng)
+{
+	return eng->ring;
+}
+
+const struct kvf_config *kvf_engine_config(const kvf_engine *eng)
+{
+	return &eng->cfg;
+}
+
+uint64_t kvf_engine_now(const kvf_engine *eng)
+{
+	return kvf_now(eng);
+}
+
+int kvf_engine_set_clock(kvf_engine *eng, uint64_t (*fn)(void *arg), void *arg)
+{
+	if (!eng)
+		return -EINVAL;
+	eng->now_fn = fn ? fn : monotonic_ns;
+	eng->now_arg = fn ? arg : NULL;
+	eng->next_summary_ns = kvf_now(eng) + (uint64_t)eng->cfg.summary_interval_s * 1000000000ull;
+	return 0;
+}
+
+/* ----------------------------------------------------------------- progress */
+
+static int drain_ring(struct kvf_engine *eng)
+{
+	int n = 0;
+	uint32_t k;
+
+	/* Bounded by the ring size: a poller that keeps producing cannot hold
+	 * the scheduler here forever. */
+	for (uint32_t budget = eng->cfg.ring_size; budget; budget -= k < budget ? k : budget) {
+		k = kvf_ring_pop_batch(eng->ring, eng->batch, eng->batch_cap);
+		for (uint32_t i = 0; i < k; i++)
+			kvf_room_apply(eng, &eng->batch[i]);
+		n += (int)k;
+		if (k < eng->batch_cap)
+			break;
+	}
+	return n;
+}
+
+static void log_summary(struct kvf_engine *eng, uint64_t now)
+{
+	struct kvf_stats st;
+	uint64_t fails = 0, ign = 0;
+
+	kvf_stats(eng, &st);
+	for (int i = 0; i < KVF_FAIL_NUM; i++)
+		fails += st.failures[i];
+	for (int i = 0; i < KVF_IGN_NUM; i++)
+		ign += st.ignored[i];
+	kvf_info("engine", "rooms: bootstrapping %" PRIu64 ", waiting %" PRIu64 ", transferring %"
+		 PRIu64 ", success %" PRIu64 ", failed %" PRIu64 "; inflight %" PRIu64
+		 ", oldest inflight %.3f s, unquiescent %" PRIu64 ", failures %" PRIu64
+		 ", ignored events %" PRIu64 ", tombstones %" PRIu64,
+		 st.rooms[KVF_BOOTSTRAPPING], st.rooms[KVF_WAITING_FOR_INPUT],
+		 st.rooms[KVF_TRANSFERRING], st.rooms[KVF_SUCCESS], st.rooms[KVF_FAILED],
+		 st.inflight, (double)st.oldest_inflight_ns / 1e9, st.unquiescent, fails, ign,
+		 st.tombstones_created - st.tombstones_applied - st.tombstones_expired);
+	eng->next_summary_ns = now + (uint64_t)eng->cfg.summary_interval_s * 1000000000ull;
+}
+
+int kvf_progress(kvf_engine *eng)
+{
+	struct kvf_early_ent e;
+	uint64_t now;
+	uint32_t slot;
+	int n;
+
+	if (!eng)
+		return -EINVAL;
+	n = drain_ring(eng);
+	now = kvf_now(eng);
+	while (kvf_timers_pop_due(&eng->timers, now, &slot)) {
+		kvf_room_expire(eng, slot);
+		n++;
+	}
+	while (kvf_early_pop_expired(&eng->early, now, &e)) {
+		kvf_room_early_expired(eng, &e);
+		n++;
+	}
+	if (eng->ops && eng->ops->progress)
+		eng->ops->progress(eng->t, now);
+	if (eng->cfg.summary_interval_s && now >= eng->next_summary_ns)
+		log_summary(eng, now);
+	return n;
+}
+
+/* -------------------------------------------------------------- inspection */
+
+int kvf_stats(const kvf_engine *eng, struct kvf_stats *out)
+{
+	if (!eng || !out)
+		return -EINVAL;
+	*out = eng->st;
+	out->ring_stalls = kvf_ring_stalls(eng->ring);
+	out->oldest_inflight_ns = 0;
+	if (eng->inflight_head)
+		out->oldest_inflight_ns = kvf_now(eng) - eng->slots[eng->inflight_head - 1].state_ns;
+	return 0;
+}
+
+static void dump_room(const struct kvf_engine *eng, const struct kvf_slot *r, uint64_t now,
+		      FILE *fp)
+{
+	double due = 0;
+
+	if (r->deadline != KVF_DL_NONE) {
+		uint64_t len = 0;
+
+		switch (r->deadline) {
+		case KVF_DL_BOOTSTRAP: len = eng->cfg.bootstrap_s; break;
+		case KVF_DL_WAITING_FOR_INPUT: len = eng->cfg.waiting_for_input_s; break;
+		case KVF_DL_INFLIGHT: len = eng->cfg.inflight_s; break;
+		case KVF_DL_RECEIVER_WAITING: len = eng->cfg.receiver_waiting_s; break;
+		case KVF_DL_QUIESCE: len = eng->cfg.quiesce_s; break;
+		default: break;
+		}
+		due = ((double)r->state_ns + (double)len * 1e9 - (double)now) / 1e9;
+	}
+	fprintf(fp, "room %#018" PRIx64 " handle %#" PRIx64 " %-8s %-17s age %.3f s in-state %.3f s"
+		" deadline %s%s%.3f s last %s conn %u outstanding %u%s%s%s\n",
+		r->id, kvf_room_handle(eng, r).v, r->role == KVF_SENDER ? "sender" : "receiver",
+		kvf_poll_str(r->state), (double)(now - r->created_ns) / 1e9,
+		(double)(now - r->state_ns) / 1e9, kvf_deadline_str((enum kvf_deadline)r->deadline),
+		r->deadline ? " in " : " ", r->deadline ? due : 0.0,
+		kvf_last_str((enum kvf_last)r->last), r->conn, r->outstanding,
+		kvf_terminal(r) && !(r->flags & KVF_RF_QUIESCENT) ? " NOT-QUIESCENT" : "",
+		r->fail_reason ? " failure: " : "",
+		r->fail_reason ? (r->fail ? r->fail->text : kvf_fail_reason_str(r->fail_reason)) : "");
+}
+
+int kvf_dump(const kvf_engine *eng, FILE *fp)
+{
+	uint64_t now;
+	int n = 0;
+
+	if (!eng || !fp)
+		return -EINVAL;
+	now = kvf_now(eng);
+	for (uint32_t i = 0; i < eng->nslots; i++) {
+		if (!eng->slots[i].in_use)
+			continue;
+		dump_room(eng, &eng->slots[i], now, fp);
+		n++;
+	}
+	return n;
+}
