@@ -1,0 +1,409 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "proto.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ------------------------------------------------------ byte helpers */
+
+static void put16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint16_t get16(const uint8_t *p)
+{
+	return (uint16_t)(p[0] | p[1] << 8);
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
+}
+
+/* ---------------------------------------------------------- encoding */
+
+size_t kvf_proto_hello_len(uint32_t nbufs)
+{
+	return KVF_PROTO_HELLO_FIXED + (size_t)nbufs * KVF_PROTO_HELLO_BUF_LEN;
+}
+
+size_t kvf_proto_room_info_len(uint32_t nblocks)
+{
+	return KVF_PROTO_ROOM_INFO_FIXED + (size_t)nblocks * 4u;
+}
+
+static void put_hdr(uint8_t *p, uint8_t type, size_t len, uint64_t room_id)
+{
+	memset(p, 0, KVF_PROTO_HDR_LEN);
+	put32(p, KVF_PROTO_MAGIC);
+	put16(p + 4, KVF_PROTO_VERSION);
+	p[6] = type;
+	put32(p + 8, (uint32_t)len);
+	put64(p + 16, room_id);
+}
+
+int kvf_proto_encode_hello(void *buf, size_t cap, const char *engine_id,
+			   uint32_t nblocks, const struct kvf_hello_buf *bufs,
+			   uint32_t nbufs)
+{
+	size_t len = kvf_proto_hello_len(nbufs);
+	uint8_t *p = buf;
+
+	if (!buf || !engine_id || (nbufs && !bufs))
+		return -EINVAL;
+	if (len > cap || len > UINT32_MAX)
+		return -EMSGSIZE;
+	put_hdr(p, KVF_FR_HELLO, len, 0);
+	p += KVF_PROTO_HDR_LEN;
+	memset(p, 0, KVF_PROTO_ENGINE_ID_LEN);
+	memcpy(p, engine_id, strnlen(engine_id, KVF_PROTO_ENGINE_ID_LEN));
+	p += KVF_PROTO_ENGINE_ID_LEN;
+	put32(p, nbufs);
+	put32(p + 4, nblocks);
+	p += 8;
+	for (uint32_t i = 0; i < nbufs; i++, p += KVF_PROTO_HELLO_BUF_LEN) {
+		put64(p, bufs[i].addr);
+		put64(p + 8, bufs[i].block_size);
+		put32(p + 16, bufs[i].rkey);
+		put32(p + 20, 0);
+	}
+	return (int)len;
+}
+
+int kvf_proto_encode_room_info(void *buf, size_t cap, uint64_t room_id,
+			       uint64_t recv_handle, const uint32_t *blocks,
+			       uint32_t n)
+{
+	size_t len = kvf_proto_room_info_len(n);
+	uint8_t *p = buf;
+
+	if (!buf || (n && !blocks))
+		return -EINVAL;
+	if (len > cap || len > UINT32_MAX)
+		return -EMSGSIZE;
+	put_hdr(p, KVF_FR_ROOM_INFO, len, room_id);
+	p += KVF_PROTO_HDR_LEN;
+	put64(p, recv_handle);
+	put32(p + 8, n);
+	put32(p + 12, 0);
+	p += 16;
+	for (uint32_t i = 0; i < n; i++, p += 4)
+		put32(p, blocks[i]);
+	return (int)len;
+}
+
+int kvf_proto_encode_abort(void *buf, size_t cap, uint64_t room_id,
+			   uint8_t to_role, uint16_t reason)
+{
+	uint8_t *p = buf;
+
+	if (!buf)
+		return -EINVAL;
+	if (cap < KVF_PROTO_ABORT_LEN)
+		return -EMSGSIZE;
+	put_hdr(p, KVF_FR_ABORT, KVF_PROTO_ABORT_LEN, room_id);
+	p += KVF_PROTO_HDR_LEN;
+	memset(p, 0, 8);
+	p[0] = to_role;
+	put16(p + 2, reason);
+	return (int)KVF_PROTO_ABORT_LEN;
+}
+
+static int encode_bare(void *buf, size_t cap, uint8_t type, uint64_t room_id)
+{
+	if (!buf)
+		return -EINVAL;
+	if (cap < KVF_PROTO_HDR_LEN)
+		return -EMSGSIZE;
+	put_hdr(buf, type, KVF_PROTO_HDR_LEN, room_id);
+	return (int)KVF_PROTO_HDR_LEN;
+}
+
+int kvf_proto_encode_abort_ack(void *buf, size_t cap, uint64_t room_id)
+{
+	return encode_bare(buf, cap, KVF_FR_ABORT_ACK, room_id);
+}
+
+int kvf_proto_encode_heartbeat(void *buf, size_t cap)
+{
+	return encode_bare(buf, cap, KVF_FR_HEARTBEAT, 0);
+}
+
+/* ---------------------------------------------------------- decoding */
+
+#define BAD(err, ...)                                   \
+	do {                                            \
+		if (detail && dlen)                     \
+			snprintf(detail, dlen, __VA_ARGS__); \
+		return (err);                           \
+	} while (0)
+
+static bool type_names_room(uint8_t type)
+{
+	return type == KVF_FR_ROOM_INFO || type == KVF_FR_ABORT ||
+	       type == KVF_FR_ABORT_ACK;
+}
+
+static int decode_hello(const uint8_t *p, size_t len, const struct kvf_proto_limits *lim,
+			struct kvf_frame *f, char *detail, size_t dlen)
+{
+	if (len < KVF_PROTO_HELLO_FIXED)
+		BAD(-EBADMSG, "HELLO of %zu bytes, shorter than its fixed part (%u)",
+		    len, KVF_PROTO_HELLO_FIXED);
+	p += KVF_PROTO_HDR_LEN;
+	memcpy(f->hello.engine_id, p, KVF_PROTO_ENGINE_ID_LEN);
+	f->hello.engine_id[KVF_PROTO_ENGINE_ID_LEN] = '\0';
+	p += KVF_PROTO_ENGINE_ID_LEN;
+	f->hello.nbufs = get32(p);
+	f->hello.nblocks = get32(p + 4);
+	f->hello.bufs = p + 8;
+	if (f->hello.nbufs == 0 || f->hello.nbufs > lim->max_bufs)
+		BAD(-EBADMSG, "HELLO with %" PRIu32 " buffers (1..%" PRIu32 " allowed)",
+		    f->hello.nbufs, lim->max_bufs);
+	if (f->hello.nblocks == 0)
+		BAD(-EBADMSG, "HELLO with a pool of 0 blocks");
+	if (len != kvf_proto_hello_len(f->hello.nbufs))
+		BAD(-EBADMSG, "HELLO of %zu bytes, %" PRIu32 " buffers need %zu (truncated buffer list)",
+		    len, f->hello.nbufs, kvf_proto_hello_len(f->hello.nbufs));
+	for (uint32_t i = 0; i < f->hello.nbufs; i++) {
+		struct kvf_hello_buf b;
+
+		kvf_proto_hello_buf(f, i, &b);
+		if (b.block_size == 0 || b.block_size > UINT64_MAX / f->hello.nblocks ||
+		    b.addr + b.block_size * f->hello.nblocks < b.addr)
+			BAD(-EBADMSG, "HELLO buffer %" PRIu32 ": block size %" PRIu64
+			    " x %" PRIu32 " blocks at 0x%" PRIx64 " is empty or wraps",
+			    i, b.block_size, f->hello.nblocks, b.addr);
+	}
+	return 0;
+}
+
+static int decode_room_info(const uint8_t *p, size_t len, const struct kvf_proto_limits *lim,
+			    struct kvf_frame *f, char *detail, size_t dlen)
+{
+	uint32_t n;
+
+	if (len < KVF_PROTO_ROOM_INFO_FIXED)
+		BAD(-EBADMSG, "ROOM_INFO of %zu bytes, shorter than its fixed part (%u)",
+		    len, KVF_PROTO_ROOM_INFO_FIXED);
+	f->room_info.recv_handle = get64(p + KVF_PROTO_HDR_LEN);
+	n = get32(p + KVF_PROTO_HDR_LEN + 8);
+	f->room_info.nblocks = n;
+	f->room_info.blocks = p + KVF_PROTO_ROOM_INFO_FIXED;
+	if (n == 0 || n > lim->max_blocks)
+		BAD(-EBADMSG, "ROOM_INFO with %" PRIu32 " blocks (1..%" PRIu32 " allowed)",
+		    n, lim->max_blocks);
+	if (len != kvf_proto_room_info_len(n))
+		BAD(-EBADMSG, "ROOM_INFO of %zu bytes, %" PRIu32 " blocks need %zu (truncated block list)",
+		    len, n, kvf_proto_room_info_len(n));
+	if (lim->nblocks == 0)
+		BAD(-EBADMSG, "ROOM_INFO before the peer's HELLO: no pool to check blocks against");
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t b = kvf_proto_block(f, i);
+
+		if (b >= lim->nblocks)
+			BAD(-EBADMSG, "ROOM_INFO block %" PRIu32 " is id %" PRIu32
+			    ", outside the pool of %" PRIu32 " blocks", i, b, lim->nblocks);
+	}
+	return 0;
+}
+
+static int decode_body(const uint8_t *p, size_t len, const struct kvf_proto_limits *lim,
+		       struct kvf_frame *f, char *detail, size_t dlen)
+{
+	switch (f->type) {
+	case KVF_FR_HELLO:
+		return decode_hello(p, len, lim, f, detail, dlen);
+	case KVF_FR_ROOM_INFO:
+		return decode_room_info(p, len, lim, f, detail, dlen);
+	case KVF_FR_ABORT:
+		if (len != KVF_PROTO_ABORT_LEN)
+			BAD(-EBADMSG, "ABORT of %zu bytes, expected %u", len, KVF_PROTO_ABORT_LEN);
+		f->abort.to_role = p[KVF_PROTO_HDR_LEN];
+		f->abort.reason = get16(p + KVF_PROTO_HDR_LEN + 2);
+		if (f->abort.to_role > 1)
+			BAD(-EBADMSG, "ABORT for role %u (0 sender, 1 receiver)", f->abort.to_role);
+		return 0;
+	case KVF_FR_ABORT_ACK:
+	case KVF_FR_HEARTBEAT:
+		if (len != KVF_PROTO_HDR_LEN)
+			BAD(-EBADMSG, "%s of %zu bytes, expected %u", kvf_frame_type_str(f->type),
+			    len, KVF_PROTO_HDR_LEN);
+		return 0;
+	default:
+		BAD(-EPROTO, "unknown frame type %u", f->type);
+	}
+}
+
+int kvf_proto_decode(const void *buf, size_t len, const struct kvf_proto_limits *lim,
+		     struct kvf_frame *f, bool *names_room, char *detail, size_t dlen)
+{
+	const uint8_t *p = buf;
+	uint32_t magic, flen;
+	uint16_t version;
+
+	if (names_room)
+		*names_room = false;
+	if (!buf || !lim || !f)
+		BAD(-EINVAL, "no frame");
+	memset(f, 0, sizeof(*f));
+	if (len < KVF_PROTO_HDR_LEN)
+		BAD(-EBADMSG, "short frame: %zu bytes, the header alone is %u", len,
+		    KVF_PROTO_HDR_LEN);
+	magic = get32(p);
+	if (magic != KVF_PROTO_MAGIC)
+		BAD(-EBADMSG, "bad magic 0x%08" PRIx32 " (expected 0x%08x)", magic,
+		    KVF_PROTO_MAGIC);
+	version = get16(p + 4);
+	if (version != KVF_PROTO_VERSION)
+		BAD(-EPROTO, "protocol version %u, this side speaks %u", version,
+		    KVF_PROTO_VERSION);
+	f->type = p[6];
+	flen = get32(p + 8);
+	if (flen != len)
+		BAD(-EBADMSG, "length mismatch: header says %" PRIu32 " bytes, received %zu",
+		    flen, len);
+	f->room_id = get64(p + 16);
+	/* From here the header is sound: a bad body fails only its room. */
+	if (names_room)
+		*names_room = type_names_room(f->type);
+	return decode_body(p, len, lim, f, detail, dlen);
+}
+
+uint32_t kvf_proto_block(const struct kvf_frame *f, uint32_t i)
+{
+	return get32(f->room_info.blocks + 4u * i);
+}
+
+void kvf_proto_hello_buf(const struct kvf_frame *f, uint32_t i, struct kvf_hello_buf *out)
+{
+	const uint8_t *p = f->hello.bufs + (size_t)i * KVF_PROTO_HELLO_BUF_LEN;
+
+	out->addr = get64(p);
+	out->block_size = get64(p + 8);
+	out->rkey = get32(p + 16);
+}
+
+const char *kvf_frame_type_str(unsigned type)
+{
+	static const char *const names[KVF_FR_NUM] = {
+		[KVF_FR_HELLO] = "HELLO",
+		[KVF_FR_ROOM_INFO] = "ROOM_INFO",
+		[KVF_FR_ABORT] = "ABORT",
+		[KVF_FR_ABORT_ACK] = "ABORT_ACK",
+		[KVF_FR_HEARTBEAT] = "HEARTBEAT",
+	};
+
+	return type < KVF_FR_NUM && names[type] ? names[type] : "UNKNOWN";
+}
+
+/* ------------------------------------------------ rdma_cm private data */
+
+/* FNV-1a 64 with two offset bases: cheap, stable, no crypto dependency.
+ * Enough to catch a token mismatch; see the header. */
+void kvf_proto_token_hash(const char *token, uint8_t out[16])
+{
+	uint64_t h[2] = {0xcbf29ce484222325ull, 0x84222325cbf29ce4ull};
+
+	for (int k = 0; k < 2; k++) {
+		for (const char *c = token ? token : ""; *c; c++) {
+			h[k] ^= (uint8_t)*c;
+			h[k] *= 0x100000001b3ull;
+		}
+		put64(out + 8 * k, h[k]);
+	}
+}
+
+/* magic u32, version u16, reserved u16, frame_max u32, token_hash[16],
+ * engine_id[28] = 56 bytes. */
+void kvf_proto_encode_cm(uint8_t out[KVF_PROTO_CM_LEN], const struct kvf_cm_hello *h)
+{
+	memset(out, 0, KVF_PROTO_CM_LEN);
+	put32(out, KVF_PROTO_MAGIC);
+	put16(out + 4, h->version);
+	put32(out + 8, h->frame_max);
+	memcpy(out + 12, h->token_hash, 16);
+	memcpy(out + 28, h->engine_id, strnlen(h->engine_id, sizeof(h->engine_id) - 1));
+}
+
+int kvf_proto_decode_cm(const void *buf, size_t len, struct kvf_cm_hello *h,
+			char *detail, size_t dlen)
+{
+	const uint8_t *p = buf;
+
+	memset(h, 0, sizeof(*h));
+	/* The CM may pad private data with zeros: longer is fine. */
+	if (!buf || len < KVF_PROTO_CM_LEN)
+		BAD(-EBADMSG, "connection private data of %zu bytes, expected %u", buf ? len : 0,
+		    KVF_PROTO_CM_LEN);
+	if (get32(p) != KVF_PROTO_MAGIC)
+		BAD(-EBADMSG, "connection private data without the kvferry magic");
+	h->version = get16(p + 4);
+	h->frame_max = get32(p + 8);
+	memcpy(h->token_hash, p + 12, 16);
+	memcpy(h->engine_id, p + 28, sizeof(h->engine_id) - 1);
+	h->engine_id[sizeof(h->engine_id) - 1] = '\0';
+	if (h->frame_max < KVF_PROTO_HDR_LEN)
+		BAD(-EBADMSG, "peer receive buffers of %" PRIu32 " bytes", h->frame_max);
+	return 0;
+}
+
+/* magic u32, code u16, reserved u16, text[40]. */
+void kvf_proto_encode_rej(uint8_t out[KVF_PROTO_REJ_LEN], enum kvf_rej_code code,
+			  const char *text)
+{
+	memset(out, 0, KVF_PROTO_REJ_LEN);
+	put32(out, KVF_PROTO_MAGIC);
+	put16(out + 4, (uint16_t)code);
+	if (text)
+		memcpy(out + 8, text, strnlen(text, KVF_PROTO_REJ_LEN - 9));
+}
+
+void kvf_proto_decode_rej(const void *buf, size_t len, char *text, size_t tlen)
+{
+	const uint8_t *p = buf;
+	char t[KVF_PROTO_REJ_LEN - 7];
+
+	if (!buf || len < KVF_PROTO_REJ_LEN || get32(p) != KVF_PROTO_MAGIC) {
+		snprintf(text, tlen, "no reason given");
+		return;
+	}
+	memcpy(t, p + 8, sizeof(t) - 1);
+	t[sizeof(t) - 1] = '\0';
+	snprintf(text, tlen, "%s%s%s", kvf_rej_code_str(get16(p + 4)), t[0] ? ": " : "", t);
+}
+
+const char *kvf_rej_code_str(unsigned code)
+{
+	static const char *const names[KVF_REJ_NUM] = {
+		[KVF_REJ_NONE] = "no reason",
+		[KVF_REJ_VERSION] = "bad version",
+		[KVF_REJ_TOKEN] = "bad token",
+		[KVF_REJ_MALFORMED] = "malformed connect data",
+		[KVF_REJ_RESOURCES] = "no resources",
+	};
+
+	return code < KVF_REJ_NUM ? names[code] : "unknown reason";
+}

@@ -1,0 +1,156 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Control frames (SEND/RECV on the RC queue pair) and the rdma_cm private
+ * data, encoded little-endian byte by byte so the wire never depends on the
+ * host's layout or padding.
+ *
+ * Every frame: a fixed 24-byte header, then a body per type.
+ *   off  size  field
+ *     0     4  magic   "KVFR"
+ *     4     2  version KVF_PROTO_VERSION
+ *     6     1  type    enum kvf_frame_type
+ *     7     1  flags   0 (reserved)
+ *     8     4  length  whole frame, header included
+ *    12     4  reserved, 0
+ *    16     8  room id (0 for HELLO and HEARTBEAT)
+ * Bodies:
+ *   HELLO      engine_id[32], nbufs u32, nblocks u32,
+ *              nbufs x { addr u64, block_size u64, rkey u32, reserved u32 }
+ *   ROOM_INFO  recv_handle u64, nblocks u32, reserved u32, nblocks x u32
+ *   ABORT      to_role u8, reserved u8, reason u16, reserved u32
+ *   ABORT_ACK, HEARTBEAT: none
+ * Decoding checks every length before reading it. */
+#ifndef KVF_PROTO_H
+#define KVF_PROTO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define KVF_PROTO_MAGIC 0x5246564bu /* bytes 'K' 'V' 'F' 'R' */
+#define KVF_PROTO_VERSION 1u
+#define KVF_PROTO_HDR_LEN 24u
+#define KVF_PROTO_ENGINE_ID_LEN 32u
+#define KVF_PROTO_HELLO_FIXED (KVF_PROTO_HDR_LEN + KVF_PROTO_ENGINE_ID_LEN + 8u)
+#define KVF_PROTO_HELLO_BUF_LEN 24u
+#define KVF_PROTO_ROOM_INFO_FIXED (KVF_PROTO_HDR_LEN + 16u)
+#define KVF_PROTO_ABORT_LEN (KVF_PROTO_HDR_LEN + 8u)
+
+enum kvf_frame_type {
+	KVF_FR_HELLO = 1,     /* pool layout, both ways, first frame */
+	KVF_FR_ROOM_INFO = 2, /* decode -> prefill: destination blocks */
+	KVF_FR_ABORT = 3,     /* either way */
+	KVF_FR_ABORT_ACK = 4, /* prefill -> decode: no write of the room left */
+	KVF_FR_HEARTBEAT = 5, /* liveness */
+	KVF_FR_NUM
+};
+
+/* One buffer of the sender's view of a peer pool. */
+struct kvf_hello_buf {
+	uint64_t addr;
+	uint64_t block_size;
+	uint32_t rkey;
+};
+
+/* A decoded frame. Pointers point into the received buffer. */
+struct kvf_frame {
+	uint8_t type;
+	uint64_t room_id;
+	union {
+		struct {
+			char engine_id[KVF_PROTO_ENGINE_ID_LEN + 1];
+			uint32_t nbufs;
+			uint32_t nblocks;
+			const uint8_t *bufs; /* kvf_proto_hello_buf() reads one */
+		} hello;
+		struct {
+			uint64_t recv_handle;
+			uint32_t nblocks;
+			const uint8_t *blocks; /* kvf_proto_block() reads one */
+		} room_info;
+		struct {
+			uint8_t to_role;
+			uint16_t reason;
+		} abort;
+	};
+};
+
+/* What the decoder checks against. */
+struct kvf_proto_limits {
+	uint32_t max_blocks; /* ROOM_INFO block count limit */
+	uint32_t max_bufs;   /* HELLO buffer count limit */
+	uint32_t nblocks;    /* ROOM_INFO block ids must be < this; 0 = no peer
+	                        pool known: every ROOM_INFO is rejected */
+};
+
+/* Frame sizes. */
+size_t kvf_proto_hello_len(uint32_t nbufs);
+size_t kvf_proto_room_info_len(uint32_t nblocks);
+
+/* Encoders write into buf (cap bytes) and return the frame length, or
+ * -EMSGSIZE when it does not fit, -EINVAL on a bad argument. */
+int kvf_proto_encode_hello(void *buf, size_t cap, const char *engine_id,
+			   uint32_t nblocks, const struct kvf_hello_buf *bufs,
+			   uint32_t nbufs);
+int kvf_proto_encode_room_info(void *buf, size_t cap, uint64_t room_id,
+			       uint64_t recv_handle, const uint32_t *blocks,
+			       uint32_t n);
+int kvf_proto_encode_abort(void *buf, size_t cap, uint64_t room_id,
+			   uint8_t to_role, uint16_t reason);
+int kvf_proto_encode_abort_ack(void *buf, size_t cap, uint64_t room_id);
+int kvf_proto_encode_heartbeat(void *buf, size_t cap);
+
+/*
+ * Decode and validate one received frame of len bytes. Returns 0 and *f, or
+ *   -EBADMSG  short, bad magic, length mismatch, a count over a limit,
+ *             truncated body, a block id outside the peer pool
+ *   -EPROTO   another protocol version, an unknown type
+ * and writes a one-line reason into detail. *names_room (may be NULL) is set
+ * when the header was sound and the type names a room: f->room_id is then
+ * the room the bad frame was for.
+ */
+int kvf_proto_decode(const void *buf, size_t len, const struct kvf_proto_limits *lim,
+		     struct kvf_frame *f, bool *names_room, char *detail, size_t dlen);
+
+/* Read element i of a validated frame. */
+uint32_t kvf_proto_block(const struct kvf_frame *f, uint32_t i);
+void kvf_proto_hello_buf(const struct kvf_frame *f, uint32_t i, struct kvf_hello_buf *out);
+
+const char *kvf_frame_type_str(unsigned type);
+
+/* ------------------------------------------------ rdma_cm private data */
+
+/* Connect and accept carry this (56 bytes fit a connect request's private
+ * data). The token travels as a 128-bit hash: it guards against a
+ * misconfigured peer, it is not a secret on an untrusted fabric. */
+#define KVF_PROTO_CM_LEN 56u
+struct kvf_cm_hello {
+	uint16_t version;
+	uint32_t frame_max;   /* receive buffer size: the largest frame we take */
+	uint8_t token_hash[16];
+	char engine_id[29];   /* truncated to 28, for logs */
+};
+
+/* Reject private data: a reason code and text. */
+#define KVF_PROTO_REJ_LEN 48u
+enum kvf_rej_code {
+	KVF_REJ_NONE = 0,
+	KVF_REJ_VERSION,   /* protocol version differs */
+	KVF_REJ_TOKEN,     /* auth token differs */
+	KVF_REJ_MALFORMED, /* private data missing or bad */
+	KVF_REJ_RESOURCES, /* could not set up the queue pair */
+	KVF_REJ_NUM
+};
+
+void kvf_proto_token_hash(const char *token, uint8_t out[16]);
+void kvf_proto_encode_cm(uint8_t out[KVF_PROTO_CM_LEN], const struct kvf_cm_hello *h);
+/* -EBADMSG (short or bad magic: detail says which) or 0. The version is
+ * returned as is; the caller compares it. */
+int kvf_proto_decode_cm(const void *buf, size_t len, struct kvf_cm_hello *h,
+			char *detail, size_t dlen);
+void kvf_proto_encode_rej(uint8_t out[KVF_PROTO_REJ_LEN], enum kvf_rej_code code,
+			  const char *text);
+/* The reject's text, or "no reason given" when the data is not ours. */
+void kvf_proto_decode_rej(const void *buf, size_t len, char *text, size_t tlen);
+const char *kvf_rej_code_str(unsigned code);
+
+#endif
