@@ -70,11 +70,14 @@ void kvf_config_defaults(struct kvf_config *cfg);
  * Load path into cfg (defaults first, then the file). On error, logs and
  * writes into err (if non-NULL) one message naming the file, the line, the
  * key and what was expected (or the nearest valid key for an unknown one).
- * Returns 0, -ENOENT (no such file), or -EINVAL.
+ * cfg is written only on success.
+ * Returns 0, -EINVAL (bad file, or path/cfg NULL), -ENOMEM, or the -errno
+ * of opening/reading path: -ENOENT (no such file), -EACCES, -EISDIR, ...
  */
 int kvf_config_load(const char *path, struct kvf_config *cfg, char *err, size_t errlen);
 
-/* Same, from a string (tests); "name" stands for the file in messages. */
+/* Same, from a string (tests); "name" stands for the file in messages.
+ * Returns 0, -EINVAL or -ENOMEM. */
 int kvf_config_load_string(const char *text, const char *name,
 			   struct kvf_config *cfg, char *err, size_t errlen);
 
