@@ -288,7 +288,7 @@ static void dump_room(const struct kvf_engine *eng, const struct kvf_slot *r, ui
 		}
 		due = ((double)r->state_ns + (double)len * 1e9 - (double)now) / 1e9;
 	}
-	fprintf(fp, "room %#018" PRIx64 " handle %#" PRIx64 " %-8s %-17s age %.3f s in-state %.3f s"
+	fprintf(fp, "room %#" PRIx64 " handle %#" PRIx64 " %-8s %-17s age %.3f s in-state %.3f s"
 		" deadline %s%s%.3f s last %s conn %u outstanding %u%s%s%s\n",
 		r->id, kvf_room_handle(eng, r).v, r->role == KVF_SENDER ? "sender" : "receiver",
 		kvf_poll_str(r->state), (double)(now - r->created_ns) / 1e9,

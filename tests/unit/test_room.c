@@ -1,0 +1,471 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The room state machine (src/room.c, src/api.c) through the public API and
+ * the transport seam. The "seed_" tests are the scenarios of the production
+ * bug in ../shared/seeds: each would leave a room pinned in a design
+ * without one failure field, counted drops, tombstones and deadlines. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+
+#include "fake_transport.h"
+
+static struct kvf_config cfg;
+static struct fake f;
+static kvf_engine *eng;
+
+static void setup(void)
+{
+	fake_cfg(&cfg);
+	eng = fake_engine(&cfg, &f);
+	cr_assert_not_null(eng);
+}
+
+static void teardown(void)
+{
+	kvf_engine_close(eng);
+}
+
+TestSuite(room, .init = setup, .fini = teardown);
+
+static struct kvf_stats stats(void)
+{
+	struct kvf_stats st;
+
+	cr_assert_eq(kvf_stats(eng, &st), 0);
+	return st;
+}
+
+static struct kvf_failure failure(kvf_room h)
+{
+	struct kvf_failure fl;
+
+	cr_assert_eq(kvf_failure(eng, h, &fl), 0);
+	return fl;
+}
+
+/* A sender room moved to TRANSFERRING with one signaled write. */
+static kvf_room transferring_sender(uint64_t id)
+{
+	uint32_t src[4] = { 0, 1, 2, 3 };
+	kvf_room h;
+
+	cr_assert_eq(kvf_sender_create(eng, id, &h), 0);
+	push_info(eng, id, 7, 0x100000005ull, 4);
+	kvf_progress(eng);
+	cr_assert_eq(kvf_poll(eng, h), KVF_WAITING_FOR_INPUT);
+	cr_assert_eq(kvf_sender_send(eng, h, src, 4), 0);
+	cr_assert_eq(kvf_poll(eng, h), KVF_TRANSFERRING);
+	return h;
+}
+
+/* Seed 1: abort() must reach poll() whatever else is (not) there. */
+Test(room, seed_abort_reaches_poll_in_every_state)
+{
+	kvf_room boot, wait, xfer;
+
+	cr_assert_eq(kvf_sender_create(eng, 1, &boot), 0);
+	cr_assert_eq(kvf_sender_create(eng, 2, &wait), 0);
+	push_info(eng, 2, 7, 1, 4);
+	kvf_progress(eng);
+	xfer = transferring_sender(3);
+
+	kvf_room all[] = { boot, wait, xfer };
+	for (int i = 0; i < 3; i++) {
+		cr_assert_eq(kvf_abort(eng, all[i]), 0);
+		cr_assert_eq(kvf_poll(eng, all[i]), KVF_FAILED, "room %d", i);
+		cr_assert_eq(failure(all[i]).reason, KVF_FAIL_LOCAL_ABORT);
+		cr_assert_str_not_empty(failure(all[i]).detail);
+	}
+	cr_assert_eq(stats().inflight, 0);
+	cr_assert_eq(stats().failures[KVF_FAIL_LOCAL_ABORT], 3);
+	/* abort again: idempotent, the first failure stands */
+	cr_assert_eq(kvf_abort(eng, xfer), 0);
+	cr_assert_eq(stats().failures[KVF_FAIL_LOCAL_ABORT], 3);
+}
+
+Test(room, seed_abort_after_release_is_loud)
+{
+	kvf_room h;
+
+	cr_assert_eq(kvf_sender_create(eng, 9, &h), 0);
+	cr_assert_eq(kvf_abort(eng, h), 0);
+	cr_assert_eq(kvf_release(eng, h), 0);
+	/* The room's entry is gone: every call says so instead of a no-op. */
+	cr_assert_eq(kvf_abort(eng, h), -EINVAL);
+	cr_assert_eq(kvf_poll(eng, h), -EINVAL);
+	cr_assert_eq(kvf_release(eng, h), -EINVAL);
+}
+
+/* Seed 2: the decode side's ABORT arrives before prefill created the room. */
+Test(room, seed_peer_abort_before_sender_exists)
+{
+	kvf_room h;
+
+	push_abort(eng, 42, KVF_SENDER, 7);
+	kvf_progress(eng);
+	cr_assert_eq(stats().tombstones_created, 1);
+	cr_assert_eq(f.acks, 1, "nothing posted yet: ABORT_ACK at once");
+	cr_assert_eq(f.ack_id, 42);
+
+	cr_assert_eq(kvf_sender_create(eng, 42, &h), 0);
+	cr_assert_eq(kvf_poll(eng, h), KVF_FAILED);
+	cr_assert_eq(failure(h).reason, KVF_FAIL_PEER_ABORT);
+	cr_assert_eq(stats().tombstones_applied, 1);
+	cr_assert_eq(kvf_quiescent(eng, h), 1);
+	cr_assert_eq(kvf_release(eng, h), 0);
+}
+
+/* Seed 3: a transfer whose completion never comes. */
+Test(room, seed_inflight_deadline_fails_at_the_deadline)
+{
+	kvf_room h = transferring_sender(5);
+	uint64_t sent = fake_clock;
+
+	cr_assert_eq(stats().inflight, 1);
+	fake_clock = sent + cfg.inflight_s * SEC - 1;
+	kvf_progress(eng);
+	cr_assert_eq(kvf_poll(eng, h), KVF_TRANSFERRING, "one tick before the deadline");
+	fake_clock = sent + cfg.inflight_s * SEC;
+	kvf_progress(eng);
+	cr_assert_eq(kvf_poll(eng, h), KVF_FAILED, "at the deadline");
+	cr_assert_eq(failure(h).reason, KVF_FAIL_DEADLINE);
+	cr_assert_eq(failure(h).deadline, KVF_DL_INFLIGHT);
+	cr_assert_eq(stats().inflight, 0);
+	cr_assert_eq(stats().deadlines[KVF_DL_INFLIGHT], 1);
+
+	/* Cleanup: the write may still land, so the memory is held until the
+	 * connection is cut (quiesce deadline) and its flushes are in. */
+	cr_assert_eq(kvf_quiescent(eng, h), 0);
+	cr_assert_eq(kvf_release(eng, h), -EBUSY);
+	fake_clock += cfg.quiesce_s * SEC;
+	kvf_progress(eng);
+	cr_assert_eq(f.teardowns, 1);
+	cr_assert_eq(f.teardown_conn, 7);
+	push_lost(eng, 7);
+	kvf_progress(eng);
+	cr_assert_eq(kvf_quiescent(eng, h), 1);
+	cr_assert_eq(failure(h).reason, KVF_FAIL_DEADLINE, "first failure kept");
+	cr_assert_eq(kvf_release(eng, h), 0);
+	cr_assert_eq(stats().unquiescent, 0);
+	cr_assert_eq(stats().rooms[KVF_FAILED], 0);
+}
+
+/* Seed 4: ABORT for a room the decode side does not know. */
+Test(room, seed_abort_for_unknown_receiver_room_is_counted)
+{
+	push_abort(eng, 77, KVF_RECEIVER, 7);
+	kvf_progress(eng);
+	cr_assert_eq(stats().ignored[KVF_IGN_UNKNOWN_ROOM], 1);
+	cr_assert_eq(stats().tombstones_created, 1);
+	cr_assert_eq(f.acks, 0, "receivers do not acknowledge");
+	/* The tombstone expires after its TTL, counted too. */
+	fake_clock += cfg.tombstone_ttl_s * SEC;
+	kvf_progress(eng);
+	cr_assert_eq(stats().tombstones_expired, 1);
+}
+
+/* Seed 5: a late completion for a slot that now holds another room. */
+Test(room, seed_stale_completion_ignored_new_room_unaffected)
+{
+	kvf_room old = transferring_sender(10), young;
+
+	cr_assert_eq(kvf_abort(eng, old), 0);
+	push_lost(eng, 7); /* connection cut: the old room drains */
+	kvf_progress(eng);
+	cr_assert_eq(kvf_release(eng, old), 0);
+
+	young = transferring_sender(11);
+	cr_assert_eq((uint32_t)young.v, (uint32_t)old.v, "same slot reused");
+	cr_assert_neq(young.v, old.v, "new generation");
+	push_wc(eng, old, 0);
+	kvf_progress(eng);
+	cr_assert_eq(stats().ignored[KVF_IGN_STALE_GENERATION], 1);
+	cr_assert_eq(kvf_poll(eng, young), KVF_TRANSFERRING);
+	push_wc(eng, young, 0);
+	kvf_progress(eng);
+	cr_assert_eq(kvf_poll(eng, young), KVF_SUCCESS);
+}
+
+/* Seed 6: the same room id twice. */
+Test(room, seed_duplicate_room_id)
+{
+	kvf_room a, b;
+
+	cr_assert_eq(kvf_sender_create(eng, 3, &a), 0);
+	cr_assert_eq(kvf_sender_create(eng, 3, &b), -EEXIST);
+	cr_assert_eq(kvf_poll(eng, a), KVF_BOOTSTRAPPING);
+	cr_assert_eq(stats().rooms[KVF_BOOTSTRAPPING], 1);
+	/* the same id as a receiver is another room (one process may be both) */
+	cr_assert_eq(kvf_receiver_create(eng, 3, "10.0.0.1:18515", &b), 0);
+}
+
+/* Seed 7: abort, then the completion that was already in flight. */
+Test(room, seed_abort_then_late_completion)
+{
+	kvf_room h = transferring_sender(12);
+
+	cr_assert_eq(kvf_abort(eng, h), 0);
+	cr_assert_eq(kvf_poll(eng, h), KVF_FAILED);
+	cr_assert_eq(kvf_quiescent(eng, h), 0, "the write may still land");
+	cr_assert_eq(f.aborts, 0, "ABORT waits until our writes drained");
+	push_wc(eng, h, 0);
+	kvf_progress(eng);
+	cr_assert_eq(kvf_poll(eng, h), KVF_FAILED, "a success completion does not undo it");
+	cr_assert_eq(failure(h).reason, KVF_FAIL_LOCAL_ABORT);
+	cr_assert_eq(kvf_quiescent(eng, h), 1);
+	cr_assert_eq(f.aborts, 1, "drained: now the receiver is told");
+	cr_assert_eq(f.abort_role, KVF_RECEIVER);
+	cr_assert_eq(kvf_release(eng, h), 0);
+}
+
+/* ------------------------------------------------------------ more paths */
+
+Test(room, sender_success_path_and_imm)
+{
+	kvf_room h = transferring_sender(20);
+
+	cr_assert_eq(f.write_n, 4);
+	cr_assert_eq(f.write_imm, kvf_imm(5, 1), "imm names the receiver slot 5 gen 1");
+	cr_assert_eq(kvf_release(eng, h), -EBUSY);
+	push_wc(eng, h, 0);
+	kvf_progress(eng);
+	cr_assert_eq(kvf_poll(eng, h), KVF_SUCCESS);
+	cr_assert_eq(kvf_quiescent(eng, h), 1);
+	cr_assert_eq(stats().inflight, 0);
+	cr_assert_eq(kvf_release(eng, h), 0);
+	cr_assert_eq(stats().released, 1);
+}
+
+Test(room, error_completion_fails_with_status)
+{
+	kvf_room h = transferring_sender(21);
+
+	push(eng, (struct kvf_event){ .kind = KVF_EV_WC, .status = 10 /* REM_ACCESS_ERR */,
+				      .aux = (uint64_t)0x88 << 32 | 0x1234,
+				      .key = kvf_wr_id(KVF_WR_DATA, (uint32_t)(h.v >> 32),
+						       (uint32_t)h.v) });
+	kvf_progress(eng);
+	cr_assert_eq(kvf_poll(eng, h), KVF_FAILED);
+	cr_assert_eq(failure(h).reason, KVF_FAIL_WC_ERROR);
+	cr_assert_eq(failure(h).wc_status, 10);
+	cr_assert_eq(failure(h).vendor_err, 0x88);
+	cr_assert(strstr(failure(h).detail, "qp 4660") != NULL, "%s", failure(h).detail);
+	cr_assert_eq(kvf_quiescent(eng, h), 1);
+}
+
+Test(room, send_refusals)
+{
+	uint32_t blocks[5] = { 0, 1, 2, 3, 4 }, bad[4] = { 0, 1, 2, 99 };
+	kvf_room h, g;
+
+	cr_assert_eq(kvf_sender_create(eng, 30, &h), 0);
+	cr_assert_eq(kvf_sender_send(eng, h, blocks, 4), -EAGAIN, "no ROOM_INFO yet");
+	push_info(eng, 30, 7, 1, 4);
+	kvf_progress(eng);
+	cr_assert_eq(kvf_sender_send(eng, h, blocks, 5), -EMSGSIZE);
+	cr_assert_eq(failure(h).reason, KVF_FAIL_BAD_REQUEST);
+	cr_assert(strstr(failure(h).detail, "5 source blocks") != NULL);
+	cr_assert_eq(kvf_sender_send(eng, h, blocks, 4), -ECANCELED);
+
+	cr_assert_eq(kvf_sender_create(eng, 31, &g), 0);
+	push_info(eng, 31, 7, 1, 4);
+	kvf_progress(eng);
+	cr_assert_eq(kvf_sender_send(eng, g, bad, 4), -ERANGE);
+	cr_assert_eq(failure(g).reason, KVF_FAIL_BAD_REQUEST);
+	cr_assert_eq(kvf_sender_send(eng, g, NULL, 4), -EINVAL);
+	cr_assert_eq(kvf_receiver_init(eng, g, blocks, 4), -EINVAL, "not a receiver");
+}
+
+Test(room, null_and_stale_handles)
+{
+	struct kvf_failure fl;
+	uint32_t b = 0;
+
+	cr_assert_eq(kvf_poll(NULL, (kvf_room){ 0 }), -EINVAL);
+	cr_assert_eq(kvf_poll(eng, (kvf_room){ 0 }), -EINVAL);
+	cr_assert_eq(kvf_poll(eng, (kvf_room){ UINT64_MAX }), -EINVAL);
+	cr_assert_eq(kvf_abort(eng, (kvf_room){ 5 }), -EINVAL);
+	cr_assert_eq(kvf_failure(eng, (kvf_room){ 5 }, &fl), -EINVAL);
+	cr_assert_eq(kvf_sender_send(eng, (kvf_room){ 5 }, &b, 1), -EINVAL);
+	cr_assert_eq(kvf_receiver_init(NULL, (kvf_room){ 5 }, &b, 1), -EINVAL);
+	cr_assert_eq(kvf_release(eng, (kvf_room){ 5 }), -EINVAL);
+	cr_assert_eq(kvf_quiescent(eng, (kvf_room){ 5 }), -EINVAL);
+	cr_assert_eq(kvf_sender_create(NULL, 1, NULL), -EINVAL);
+	cr_assert_eq(kvf_progress(NULL), -EINVAL);
+	cr_assert_eq(kvf_stats(NULL, NULL), -EINVAL);
+}
+
+Test(room, capacity_enospc)
+{
+	kvf_room h;
+
+	for (uint32_t i = 0; i < cfg.max_rooms; i++)
+		cr_assert_eq(kvf_sender_create(eng, 1000 + i, &h), 0);
+	cr_assert_eq(kvf_sender_create(eng, 5, &h), -ENOSPC);
+	cr_assert_eq(stats().rooms[KVF_BOOTSTRAPPING], cfg.max_rooms);
+}
+
+Test(room, every_state_has_a_deadline)
+{
+	uint32_t blocks[2] = { 0, 1 };
+	kvf_room boot, recv_wait, recv_boot;
+
+	cr_assert_eq(kvf_sender_create(eng, 40, &boot), 0);
+	cr_assert_eq(kvf_receiver_create(eng, 41, "10.0.0.1:1", &recv_wait), 0);
+	cr_assert_eq(kvf_receiver_create(eng, 42, "10.0.0.1:1", &recv_boot), 0);
+	cr_assert_eq(kvf_receiver_init(eng, recv_wait, blocks, 2), 0);
+	cr_assert_eq(kvf_poll(eng, recv_wait), KVF_WAITING_FOR_INPUT);
+	fake_clock += 300 * SEC;
+	kvf_progress(eng);
+	cr_assert_eq(failure(boot).deadline, KVF_DL_BOOTSTRAP);
+	cr_assert_eq(failure(recv_boot).deadline, KVF_DL_BOOTSTRAP);
+	cr_assert_eq(failure(recv_wait).deadline, KVF_DL_RECEIVER_WAITING);
+	/* The receiver told the prefill side and waits for its ACK. */
+	cr_assert_eq(f.aborts, 1);
+	cr_assert_eq(f.abort_role, KVF_SENDER);
+	cr_assert_eq(kvf_quiescent(eng, recv_wait), 0);
+	cr_assert_eq(kvf_quiescent(eng, recv_boot), 1, "never told anyone");
+	push(eng, (struct kvf_event){ .kind = KVF_EV_ABORT_ACK, .key = 41, .peer = 7 });
+	kvf_progress(eng);
+	cr_assert_eq(kvf_quiescent(eng, recv_wait), 1);
+	cr_assert_eq(kvf_release(eng, recv_wait), 0);
+}
+
+Test(room, optional_waiting_for_input_deadline)
+{
+	kvf_room h;
+
+	kvf_engine_close(eng);
+	cfg.waiting_for_input_s = 5;
+	eng = fake_engine(&cfg, &f);
+	cr_assert_eq(kvf_sender_create(eng, 50, &h), 0);
+	push_info(eng, 50, 7, 1, 2);
+	kvf_progress(eng);
+	fake_clock += 5 * SEC;
+	kvf_progress(eng);
+	cr_assert_eq(failure(h).deadline, KVF_DL_WAITING_FOR_INPUT);
+	cr_assert_eq(f.aborts, 1, "the receiver is told (nothing was posted)");
+}
+
+Test(room, receiver_success_path)
+{
+	uint32_t blocks[3] = { 1, 2, 3 };
+	kvf_room h;
+
+	cr_assert_eq(kvf_receiver_create(eng, 60, "10.0.0.2:18515", &h), 0);
+	cr_assert_eq(kvf_receiver_init(eng, h, blocks, 3), 0);
+	cr_assert_eq(f.room_info_id, 60);
+	cr_assert_eq(f.room_info_handle, h.v);
+	cr_assert_eq(kvf_receiver_init(eng, h, blocks, 3), -EALREADY);
+	push_data_done(eng, h);
+	kvf_progress(eng);
+	cr_assert_eq(kvf_poll(eng, h), KVF_SUCCESS);
+	cr_assert_eq(kvf_quiescent(eng, h), 1);
+	cr_assert_eq(kvf_release(eng, h), 0);
+}
+
+Test(room, receiver_bad_peer_and_connect_failure)
+{
+	uint32_t blocks[1] = { 0 };
+	kvf_room h;
+
+	cr_assert_eq(kvf_receiver_create(eng, 61, "nohost", &h), -EINVAL);
+	cr_assert_eq(kvf_receiver_create(eng, 61, "h:0", &h), -EINVAL);
+	cr_assert_eq(kvf_receiver_create(eng, 61, "h:1", &h), 0);
+	f.room_info_rc = -EHOSTUNREACH;
+	cr_assert_eq(kvf_receiver_init(eng, h, blocks, 1), -EHOSTUNREACH);
+	cr_assert_eq(failure(h).reason, KVF_FAIL_CONNECT);
+	cr_assert_eq(kvf_quiescent(eng, h), 1);
+}
+
+Test(room, early_room_info_is_parked_then_applied)
+{
+	kvf_room h;
+
+	push_info(eng, 70, 7, 3, 2);
+	kvf_progress(eng);
+	cr_assert_eq(stats().early_infos_parked, 1);
+	cr_assert_eq(kvf_sender_create(eng, 70, &h), 0);
+	cr_assert_eq(kvf_poll(eng, h), KVF_WAITING_FOR_INPUT);
+	cr_assert_eq(stats().early_infos_applied, 1);
+}
+
+Test(room, early_room_info_expires_with_abort_to_receiver)
+{
+	push_info(eng, 71, 7, 3, 2);
+	kvf_progress(eng);
+	fake_clock += cfg.tombstone_ttl_s * SEC;
+	kvf_progress(eng);
+	cr_assert_eq(stats().early_infos_expired, 1);
+	cr_assert_eq(f.aborts, 1);
+	cr_assert_eq(f.abort_id, 71);
+	cr_assert_eq(f.abort_role, KVF_RECEIVER);
+}
+
+Test(room, room_info_out_of_pool_is_a_bad_frame)
+{
+	kvf_room h;
+	struct kvf_peer_info *pi = malloc(sizeof(*pi) + sizeof(uint32_t));
+
+	cr_assert_eq(kvf_sender_create(eng, 72, &h), 0);
+	*pi = (struct kvf_peer_info){ .room_id = 72, .recv_handle = 1, .peer = 7, .nblocks = 1 };
+	pi->blocks[0] = 16; /* pool has 16 blocks */
+	push(eng, (struct kvf_event){ .kind = KVF_EV_PEER_INFO, .key = 72, .peer = 7, .data = pi });
+	kvf_progress(eng);
+	cr_assert_eq(failure(h).reason, KVF_FAIL_BAD_FRAME);
+	cr_assert_eq(f.aborts, 1, "the receiver is told");
+}
+
+Test(room, peer_abort_while_transferring_acks_after_drain)
+{
+	kvf_room h = transferring_sender(80);
+
+	push_abort(eng, 80, KVF_SENDER, 7);
+	kvf_progress(eng);
+	cr_assert_eq(failure(h).reason, KVF_FAIL_PEER_ABORT);
+	cr_assert_eq(f.cancels, 1);
+	cr_assert_eq(f.acks, 0, "a write is still posted");
+	push_wc(eng, h, 5 /* WR_FLUSH_ERR */);
+	kvf_progress(eng);
+	cr_assert_eq(f.acks, 1);
+	cr_assert_eq(kvf_quiescent(eng, h), 1);
+}
+
+Test(room, peer_lost_fails_rooms_on_that_connection_only)
+{
+	kvf_room a = transferring_sender(90), b;
+
+	cr_assert_eq(kvf_sender_create(eng, 91, &b), 0);
+	push_info(eng, 91, 8, 1, 4);
+	kvf_progress(eng);
+	push_lost(eng, 7);
+	kvf_progress(eng);
+	cr_assert_eq(failure(a).reason, KVF_FAIL_PEER_LOST);
+	cr_assert_eq(kvf_quiescent(eng, a), 1);
+	cr_assert_eq(kvf_poll(eng, b), KVF_WAITING_FOR_INPUT);
+}
+
+Test(room, unknown_event_kinds_are_counted)
+{
+	push(eng, (struct kvf_event){ .kind = 200 });
+	push(eng, (struct kvf_event){ .kind = KVF_EV_ABORT_ACK, .key = 1234 });
+	push(eng, (struct kvf_event){ .kind = KVF_EV_BAD_FRAME, .peer = 7 });
+	kvf_progress(eng);
+	cr_assert_eq(stats().ignored[KVF_IGN_BAD_EVENT], 2);
+	cr_assert_eq(stats().ignored[KVF_IGN_UNKNOWN_ROOM], 1);
+	cr_assert_eq(stats().bad_frames, 1);
+	cr_assert_eq(stats().events, 3);
+}
+
+Test(room, dump_names_state_deadline_and_failure)
+{
+	char buf[4096] = "";
+	FILE *fp = fmemopen(buf, sizeof(buf), "w");
+	kvf_room h = transferring_sender(0xabc);
+
+	(void)h;
+	cr_assert_eq(kvf_dump(eng, fp), 1);
+	fclose(fp);
+	cr_assert(strstr(buf, "TRANSFERRING") && strstr(buf, "inflight") && strstr(buf, "0xabc"),
+		  "%s", buf);
+	cr_assert(strstr(buf, "last send"), "%s", buf);
+}
