@@ -1,0 +1,221 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "pool.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kvf_build.h"
+#include "log.h"
+#include "verbs.h"
+
+#if HAVE_CUDA
+#include <cuda.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#endif
+
+#define POOL_ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)
+
+static void unreg_buf(struct kvf_pool_buf *b)
+{
+	if (b->mr)
+		ibv_dereg_mr(b->mr);
+	if (b->dmabuf_fd >= 0)
+		close(b->dmabuf_fd);
+	b->mr = NULL;
+	b->dmabuf_fd = -1;
+}
+
+void kvf_pool_destroy(struct kvf_pool *p)
+{
+	if (!p)
+		return;
+	for (uint32_t i = 0; i < p->nbufs; i++)
+		unreg_buf(&p->bufs[i]);
+	free(p);
+}
+
+static int reg_buf(struct ibv_pd *pd, struct kvf_pool_buf *b, uint32_t idx, uint64_t len)
+{
+	char what[48];
+	int rc = kvf_pool_reg_cuda(pd, b, len, POOL_ACCESS);
+
+	if (rc <= 0) {
+		if (rc < 0)
+			kvf_err("pool", "buffer %" PRIu32 " (0x%" PRIx64 ", %" PRIu64
+				" bytes): CUDA registration failed: %s", idx, b->addr, len,
+				strerror(-rc));
+		return rc;
+	}
+	snprintf(what, sizeof(what), "pool buffer %" PRIu32, idx);
+	return kvf_verbs_reg_mr(pd, (void *)(uintptr_t)b->addr, len, POOL_ACCESS, what, &b->mr);
+}
+
+int kvf_pool_create(struct ibv_pd *pd, const struct kvf_pool_layout *layout,
+		    struct kvf_pool **out)
+{
+	struct kvf_pool *p;
+	uint32_t i;
+	int rc;
+
+	if (!layout || !layout->nbufs || !layout->nblocks || !layout->bufs ||
+	    !layout->block_size)
+		return -EINVAL;
+	for (i = 0; i < layout->nbufs; i++) {
+		uint64_t bs = layout->block_size[i];
+
+		if (!layout->bufs[i] || !bs || bs > UINT64_MAX / layout->nblocks)
+			return -EINVAL;
+	}
+	p = calloc(1, sizeof(*p) + layout->nbufs * sizeof(p->bufs[0]));
+	if (!p)
+		return -ENOMEM;
+	p->nbufs = layout->nbufs;
+	p->nblocks = layout->nblocks;
+	for (i = 0; i < p->nbufs; i++) {
+		struct kvf_pool_buf *b = &p->bufs[i];
+
+		b->addr = (uint64_t)(uintptr_t)layout->bufs[i];
+		b->block_size = layout->block_size[i];
+		b->dmabuf_fd = -1;
+		rc = reg_buf(pd, b, i, b->block_size * p->nblocks);
+		if (rc)
+			goto unwind;
+	}
+	kvf_info("pool", "registered %" PRIu32 " buffers x %" PRIu32 " blocks", p->nbufs,
+		 p->nblocks);
+	*out = p;
+	return 0;
+unwind:
+	while (i-- > 0)
+		unreg_buf(&p->bufs[i]);
+	free(p);
+	return rc;
+}
+
+/* ------------------------------------------------------------- CUDA */
+
+#if !HAVE_CUDA
+
+int kvf_pool_reg_cuda(struct ibv_pd *pd, struct kvf_pool_buf *b, uint64_t len, int access)
+{
+	/* Without CUDA a device pointer looks like any address; ibv_reg_mr
+	 * fails on it with EFAULT, which the caller reports. */
+	return 1;
+}
+
+#else
+
+/* libcuda is loaded at run time, not linked: a build with CUDA must still
+ * load on a host without the driver, and say so only when a device
+ * pointer actually shows up. */
+static struct {
+	pthread_once_t once;
+	int err; /* 0 loaded, else -ENODEV */
+	CUresult (*init)(unsigned int);
+	CUresult (*ptr_attr)(void *, CUpointer_attribute, CUdeviceptr);
+	CUresult (*range_handle)(void *, CUdeviceptr, size_t, CUmemRangeHandleType,
+				 unsigned long long);
+	CUresult (*ctx_push)(CUcontext);
+	CUresult (*ctx_pop)(CUcontext *);
+	CUresult (*err_str)(CUresult, const char **);
+} cu = {.once = PTHREAD_ONCE_INIT};
+
+static void cu_load(void)
+{
+	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+
+	cu.err = -ENODEV;
+	if (!h) {
+		kvf_dbg("pool", "no CUDA driver: %s", dlerror());
+		return;
+	}
+	*(void **)&cu.init = dlsym(h, "cuInit");
+	*(void **)&cu.ptr_attr = dlsym(h, "cuPointerGetAttribute");
+	*(void **)&cu.range_handle = dlsym(h, "cuMemGetHandleForAddressRange");
+	*(void **)&cu.ctx_push = dlsym(h, "cuCtxPushCurrent_v2");
+	*(void **)&cu.ctx_pop = dlsym(h, "cuCtxPopCurrent_v2");
+	*(void **)&cu.err_str = dlsym(h, "cuGetErrorString");
+	if (!cu.init || !cu.ptr_attr || !cu.ctx_push || !cu.ctx_pop) {
+		kvf_warn("pool", "libcuda.so.1 lacks the pointer and context API");
+		return;
+	}
+	if (cu.init(0) != CUDA_SUCCESS) {
+		kvf_dbg("pool", "cuInit failed: no usable GPU");
+		return;
+	}
+	cu.err = 0;
+}
+
+static const char *cu_str(CUresult r)
+{
+	const char *s = NULL;
+
+	if (cu.err_str)
+		cu.err_str(r, &s);
+	return s ? s : "unknown CUDA error";
+}
+
+/* dmabuf: export the page-aligned range and register it with the virtual
+ * address as iova, so remote addresses stay plain virtual addresses. */
+static int reg_dmabuf(struct ibv_pd *pd, struct kvf_pool_buf *b, uint64_t len, int access)
+{
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+	uint64_t start = b->addr & ~(page - 1);
+	uint64_t size = ((b->addr + len + page - 1) & ~(page - 1)) - start;
+	int fd = -1;
+	CUresult r;
+
+	if (!cu.range_handle)
+		return -ENOTSUP;
+	r = cu.range_handle(&fd, start, size, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
+	if (r != CUDA_SUCCESS) {
+		kvf_info("pool", "dmabuf export of 0x%" PRIx64 ": %s; trying peer memory",
+			 b->addr, cu_str(r));
+		return -ENOTSUP;
+	}
+	b->mr = ibv_reg_dmabuf_mr(pd, 0, size, start, fd, access);
+	if (!b->mr) {
+		int err = errno ? errno : EINVAL;
+
+		kvf_info("pool", "ibv_reg_dmabuf_mr(0x%" PRIx64 "): %s; trying peer memory",
+			 b->addr, strerror(err));
+		close(fd);
+		return -err;
+	}
+	b->dmabuf_fd = fd;
+	return 0;
+}
+
+int kvf_pool_reg_cuda(struct ibv_pd *pd, struct kvf_pool_buf *b, uint64_t len, int access)
+{
+	unsigned int memtype = 0;
+	CUcontext ctx = NULL, popped;
+	int rc;
+
+	pthread_once(&cu.once, cu_load);
+	if (cu.err)
+		return 1; /* no driver: it cannot be device memory we can use */
+	if (cu.ptr_attr(&memtype, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, b->addr) != CUDA_SUCCESS ||
+	    memtype != CU_MEMORYTYPE_DEVICE)
+		return 1; /* unknown to CUDA, or host/managed memory */
+	b->cuda = true;
+	if (cu.ptr_attr(&ctx, CU_POINTER_ATTRIBUTE_CONTEXT, b->addr) != CUDA_SUCCESS ||
+	    cu.ctx_push(ctx) != CUDA_SUCCESS)
+		return -ENODEV;
+	rc = reg_dmabuf(pd, b, len, access);
+	if (rc) /* peer memory (nvidia_peermem) takes device pointers as is */
+		rc = kvf_verbs_reg_mr(pd, (void *)(uintptr_t)b->addr, len, access,
+				      "CUDA buffer via peer memory", &b->mr);
+	cu.ctx_pop(&popped);
+	if (!rc)
+		kvf_info("pool", "CUDA buffer 0x%" PRIx64 " registered via %s", b->addr,
+			 b->dmabuf_fd >= 0 ? "dmabuf" : "peer memory");
+	return rc;
+}
+
+#endif

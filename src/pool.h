@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The local KV pool: nbufs buffers x nblocks blocks, each buffer registered
+ * once. Host memory always; CUDA device memory when built with CUDA
+ * (dmabuf first, then ibv_reg_mr through peer memory). */
+#ifndef KVF_POOL_H
+#define KVF_POOL_H
+
+#include <infiniband/verbs.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "transport.h"
+
+struct kvf_pool_buf {
+	uint64_t addr;       /* base address, also the remote-visible address */
+	uint64_t block_size;
+	struct ibv_mr *mr;
+	bool cuda;           /* device memory */
+	int dmabuf_fd;       /* -1 unless registered through dmabuf */
+};
+
+struct kvf_pool {
+	uint32_t nbufs;
+	uint32_t nblocks;
+	struct kvf_pool_buf bufs[];
+};
+
+/*
+ * Register every buffer of layout on pd. Returns 0 and *out, or
+ *   -EINVAL   a NULL buffer, zero blocks or block size, a size that overflows
+ *   -ENOMEM
+ *   -ENOTSUP  CUDA device memory in a build without CUDA
+ *   -ENODEV   CUDA device memory but no usable driver (libcuda not loadable)
+ *   -errno    from the registration (logged with the buffer index)
+ */
+int kvf_pool_create(struct ibv_pd *pd, const struct kvf_pool_layout *layout,
+		    struct kvf_pool **out);
+void kvf_pool_destroy(struct kvf_pool *p);
+
+/* Register one CUDA buffer (the CUDA half of pool.c). Returns 0 and
+ * fills b->mr (and b->dmabuf_fd), 1 when addr is not device memory (the
+ * caller registers it as host memory), or -errno. */
+int kvf_pool_reg_cuda(struct ibv_pd *pd, struct kvf_pool_buf *b, uint64_t len, int access);
+
+#endif

@@ -1,0 +1,163 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "verbs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+
+#include "log.h"
+
+const char *kvf_wc_hint(int status)
+{
+	switch (status) {
+	case IBV_WC_SUCCESS:
+		return "";
+	case IBV_WC_WR_FLUSH_ERR:
+		return "flushed: the queue pair went to error earlier (see the first error)";
+	case IBV_WC_RETRY_EXC_ERR:
+		return "peer unreachable or qp_timeout too short (rdma.qp_timeout, rdma.retry_cnt)";
+	case IBV_WC_RNR_RETRY_EXC_ERR:
+		return "peer had no receive posted (rdma.rnr_retry, rdma.rq_depth)";
+	case IBV_WC_REM_ACCESS_ERR:
+		return "bad rkey or block out of the remote pool";
+	case IBV_WC_REM_INV_REQ_ERR:
+		return "peer rejected the request (length or opcode)";
+	case IBV_WC_REM_OP_ERR:
+		return "peer failed the operation (its receive buffer too small?)";
+	case IBV_WC_LOC_PROT_ERR:
+	case IBV_WC_LOC_ACCESS_ERR:
+		return "local buffer not registered or lkey wrong";
+	case IBV_WC_LOC_LEN_ERR:
+		return "message longer than the receive buffer";
+	case IBV_WC_LOC_QP_OP_ERR:
+		return "local queue pair misuse (bad SGE count or state)";
+	case IBV_WC_FATAL_ERR:
+	case IBV_WC_GENERAL_ERR:
+		return "device error: check dmesg";
+	default:
+		return "";
+	}
+}
+
+enum kvf_async_class kvf_async_classify(enum ibv_event_type type)
+{
+	switch (type) {
+	case IBV_EVENT_QP_FATAL:
+	case IBV_EVENT_QP_REQ_ERR:
+	case IBV_EVENT_QP_ACCESS_ERR:
+	case IBV_EVENT_PATH_MIG_ERR:
+		return KVF_ASYNC_QP_FATAL;
+	case IBV_EVENT_DEVICE_FATAL:
+	case IBV_EVENT_PORT_ERR:
+	/* The CQ overran: completions are lost, no count can be trusted. */
+	case IBV_EVENT_CQ_ERR:
+	case IBV_EVENT_SRQ_ERR:
+	case IBV_EVENT_WQ_FATAL:
+		return KVF_ASYNC_DEV_FATAL;
+	default:
+		return KVF_ASYNC_INFO;
+	}
+}
+
+int kvf_verbs_check_port(struct ibv_context *ctx, uint8_t port)
+{
+	struct ibv_port_attr pa;
+	int rc = ibv_query_port(ctx, port, &pa);
+
+	if (rc) {
+		kvf_err("verbs", "%s port %u: ibv_query_port: %s",
+			ibv_get_device_name(ctx->device), port, strerror(rc));
+		return -rc;
+	}
+	if (pa.state != IBV_PORT_ACTIVE) {
+		kvf_err("verbs", "%s port %u is %s, not ACTIVE",
+			ibv_get_device_name(ctx->device), port, ibv_port_state_str(pa.state));
+		return -ENODEV;
+	}
+	return 0;
+}
+
+/* The first ACTIVE port of ctx, or 0. */
+static uint8_t first_active_port(struct ibv_context *ctx)
+{
+	struct ibv_device_attr da;
+
+	if (ibv_query_device(ctx, &da))
+		return 0;
+	for (uint8_t p = 1; p <= da.phys_port_cnt; p++) {
+		struct ibv_port_attr pa;
+
+		if (!ibv_query_port(ctx, p, &pa) && pa.state == IBV_PORT_ACTIVE)
+			return p;
+	}
+	return 0;
+}
+
+int kvf_verbs_pick_device(struct ibv_context **devs, int ndevs, const char *name,
+			  uint32_t port_num, struct ibv_context **out, uint8_t *port)
+{
+	for (int i = 0; i < ndevs; i++) {
+		struct ibv_context *ctx = devs[i];
+		uint8_t p;
+
+		if (name && *name) {
+			if (strcmp(ibv_get_device_name(ctx->device), name))
+				continue;
+			p = port_num ? (uint8_t)port_num : first_active_port(ctx);
+			if (!p) {
+				kvf_err("verbs", "%s has no ACTIVE port", name);
+				return -ENODEV;
+			}
+			if (kvf_verbs_check_port(ctx, p))
+				return -ENODEV;
+		} else {
+			p = port_num ? (uint8_t)port_num : first_active_port(ctx);
+			if (!p || kvf_verbs_check_port(ctx, p))
+				continue;
+		}
+		*out = ctx;
+		*port = p;
+		return 0;
+	}
+	if (name && *name)
+		kvf_err("verbs", "RDMA device %s not found (%d devices)", name, ndevs);
+	else
+		kvf_err("verbs", "no RDMA device with an ACTIVE port%s (%d devices)",
+			port_num ? " at rdma.port_num" : "", ndevs);
+	return -ENODEV;
+}
+
+int kvf_verbs_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int access,
+		     const char *what, struct ibv_mr **mr)
+{
+	*mr = ibv_reg_mr(pd, addr, len, access);
+	if (!*mr) {
+		int err = errno ? errno : ENOMEM;
+
+		kvf_err("verbs", "ibv_reg_mr(%s, %p, %zu bytes): %s", what, addr, len,
+			strerror(err));
+		return -err;
+	}
+	return 0;
+}
+
+int kvf_verbs_qp_to_error(struct ibv_qp *qp)
+{
+	struct ibv_qp_attr attr = {.qp_state = IBV_QPS_ERR};
+	int rc = ibv_modify_qp(qp, &attr, IBV_QP_STATE);
+
+	if (rc) {
+		kvf_err("verbs", "qp 0x%x to ERR: %s", qp->qp_num, strerror(rc));
+		return -rc;
+	}
+	return 0;
+}
+
+int kvf_verbs_nonblock(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		return -errno;
+	return 0;
+}

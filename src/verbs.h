@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* A thin layer over libibverbs: one place that turns verbs' mixed error
+ * conventions (NULL + errno, positive errno) into -errno and logs strerror,
+ * plus the names and hints the rest of the transport prints. */
+#ifndef KVF_VERBS_H
+#define KVF_VERBS_H
+
+#include <infiniband/verbs.h>
+#include <stdint.h>
+
+/* A hint for a failed work completion, for the room's failure detail.
+ * Never NULL ("" when there is nothing to add). */
+const char *kvf_wc_hint(int status);
+
+/* How bad an asynchronous event is. */
+enum kvf_async_class {
+	KVF_ASYNC_INFO = 0,  /* log it */
+	KVF_ASYNC_QP_FATAL,  /* that queue pair's connection is gone */
+	KVF_ASYNC_DEV_FATAL, /* every connection on the device is gone */
+};
+enum kvf_async_class kvf_async_classify(enum ibv_event_type type);
+
+/* Open the device named name ("" = the first with an ACTIVE port) among
+ * devs (as rdma_get_devices returns them). *port gets the port to use:
+ * port_num when non-zero, else the first ACTIVE one.
+ * Returns 0, or -ENODEV logged with the device, port and port state. */
+int kvf_verbs_pick_device(struct ibv_context **devs, int ndevs, const char *name,
+			  uint32_t port_num, struct ibv_context **out, uint8_t *port);
+
+/* Check one port is ACTIVE. Returns 0 or -ENODEV (logged with its state),
+ * or -errno from ibv_query_port. */
+int kvf_verbs_check_port(struct ibv_context *ctx, uint8_t port);
+
+/* ibv_reg_mr: 0 and *mr, or -errno (logged with what and the range). */
+int kvf_verbs_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int access,
+		     const char *what, struct ibv_mr **mr);
+
+/* Move a queue pair to the error state: everything posted flushes and
+ * nothing more lands. Returns 0 or -errno (logged). */
+int kvf_verbs_qp_to_error(struct ibv_qp *qp);
+
+/* Set O_NONBLOCK on a verbs or rdma_cm file descriptor. 0 or -errno. */
+int kvf_verbs_nonblock(int fd);
+
+#endif
