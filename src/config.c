@@ -943,7 +943,8 @@ static int load_text(const char *text, const char *name, struct kvf_config *out,
 	if (rc == 0)
 		rc = check_cross(ld);
 	if (rc == 0) {
-		*out = ld->cfg;
+		/* memcpy, not assignment: padding too, so configs memcmp. */
+		memcpy(out, &ld->cfg, sizeof(*out));
 		log_effective(out);
 	}
 out_destroy:

@@ -1,0 +1,660 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Tests for src/config.c: defaults, the example file, every error message,
+ * and that docs/config.md and config/kvferry.conf match the key table. */
+#define _POSIX_C_SOURCE 200809L
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <libconfig.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+
+#ifndef KVF_SOURCE_ROOT
+#define KVF_SOURCE_ROOT "."
+#endif
+
+#define DOCS KVF_SOURCE_ROOT "/docs/config.md"
+#define EXAMPLE KVF_SOURCE_ROOT "/config/kvferry.conf"
+
+static char err[512];
+
+static void quiet(void)
+{
+	/* Errors are logged too; keep the test output to the failures. */
+	if (!freopen("/dev/null", "w", stderr))
+		kvf_log_set_level(KVF_LOG_ERROR);
+}
+
+TestSuite(config, .init = quiet);
+
+static int load(const char *text, struct kvf_config *cfg)
+{
+	err[0] = '\0';
+	return kvf_config_load_string(text, "kvferry.conf", cfg, err, sizeof(err));
+}
+
+/* Loading text fails with -EINVAL and exactly this message. */
+static void expect_err(const char *text, const char *msg)
+{
+	struct kvf_config cfg;
+	int rc = load(text, &cfg);
+
+	cr_assert_eq(rc, -EINVAL, "loaded %s", text);
+	cr_assert_str_eq(err, msg, "for:\n%s", text);
+}
+
+/* Loading text fails and the message contains each of the parts. */
+static void expect_err_has(const char *text, const char *part)
+{
+	struct kvf_config cfg;
+	int rc = load(text, &cfg);
+
+	cr_assert_eq(rc, -EINVAL, "loaded %s", text);
+	cr_assert(strstr(err, part), "message '%s' lacks '%s'", err, part);
+}
+
+static void expect_ok(const char *text, struct kvf_config *cfg)
+{
+	int rc = load(text, cfg);
+
+	cr_assert_eq(rc, 0, "rc %d: %s (for %s)", rc, err, text);
+}
+
+/* ---- defaults ---- */
+
+Test(config, defaults_follow_sglang_and_design)
+{
+	struct kvf_config c;
+
+	kvf_config_defaults(&c);
+	cr_assert_eq(c.log_level, KVF_LOG_INFO);
+	cr_assert_str_eq(c.engine_id, "kvferry");
+	cr_assert_eq(c.bootstrap_s, 300);
+	cr_assert_eq(c.receiver_waiting_s, 300);
+	cr_assert_eq(c.inflight_s, 300);
+	cr_assert_eq(c.waiting_for_input_s, 0);
+	cr_assert_eq(c.quiesce_s, 30);
+	cr_assert_eq(c.heartbeat_interval_ms, 5000);
+	cr_assert_eq(c.heartbeat_misses, 2);
+	cr_assert_eq(c.tombstone_ttl_s, 60);
+	cr_assert_eq(c.max_tombstones, 65536);
+	cr_assert_eq(c.max_rooms, 4096);
+	cr_assert_eq(c.max_blocks_per_room, 65536);
+	cr_assert_eq(c.ring_size, 16384);
+	cr_assert_eq(c.summary_interval_s, 60);
+	cr_assert_not(c.rdma_enabled);
+	cr_assert_str_eq(c.device, "");
+	cr_assert_eq(c.port_num, 1);
+	cr_assert_eq(c.gid_index, -1);
+	cr_assert_eq(c.listen_port, 18515);
+	cr_assert_eq(c.qps_per_peer, 1);
+	cr_assert_eq(c.sq_depth, 1024);
+	cr_assert_eq(c.rq_depth, 256);
+	cr_assert_eq(c.cq_depth, 4096);
+	cr_assert_eq(c.max_sge, 4);
+	cr_assert_eq(c.signal_every, 64);
+	cr_assert_eq(c.qp_timeout, 14);
+	cr_assert_eq(c.retry_cnt, 7);
+	cr_assert_eq(c.rnr_retry, 7);
+	cr_assert_eq(c.mtu, 0);
+	cr_assert_eq(c.poll_batch, 32);
+	cr_assert_eq(c.poll_idle_us, 1000);
+	cr_assert_eq(c.connect_timeout_ms, 5000);
+}
+
+Test(config, empty_text_gives_defaults)
+{
+	struct kvf_config c, d;
+
+	expect_ok("", &c);
+	kvf_config_defaults(&d);
+	cr_assert_eq(memcmp(&c, &d, sizeof(c)), 0);
+}
+
+Test(config, key_list_has_no_duplicates)
+{
+	const char *const *k = kvf_config_keys();
+	size_t n = 0;
+
+	for (; k[n]; n++)
+		for (size_t j = 0; j < n; j++)
+			cr_assert_str_neq(k[n], k[j]);
+	cr_assert_eq(n, 37, "%zu keys", n);
+}
+
+/* ---- values ---- */
+
+Test(config, values_are_read)
+{
+	struct kvf_config c;
+
+	expect_ok("log = { level = \"debug\"; };\n"
+		  "engine = { id = \"p0\"; ring_size = 64; max_rooms = 1048576; };\n"
+		  "deadlines = { inflight_s = 600L; bootstrap_s = 0x10; };\n"
+		  "heartbeat : { misses = 5; };\n", &c);
+	cr_assert_eq(c.log_level, KVF_LOG_DEBUG);
+	cr_assert_str_eq(c.engine_id, "p0");
+	cr_assert_eq(c.ring_size, 64);
+	cr_assert_eq(c.max_rooms, 1 << 20);
+	cr_assert_eq(c.inflight_s, 600);
+	cr_assert_eq(c.bootstrap_s, 16);
+	cr_assert_eq(c.heartbeat_misses, 5);
+	cr_assert_not(c.rdma_enabled);
+}
+
+Test(config, rdma_group_presence_enables_transport)
+{
+	struct kvf_config c;
+
+	expect_ok("rdma = {};", &c);
+	cr_assert(c.rdma_enabled);
+	cr_assert_eq(c.sq_depth, 1024);
+	expect_ok("rdma = { gid_index = 3; mtu = 4096; listen_addr = \"::\";"
+		  " peer = \"[fe80::1]:18515\"; };", &c);
+	cr_assert_eq(c.gid_index, 3);
+	cr_assert_eq(c.mtu, 4096);
+	cr_assert_str_eq(c.listen_addr, "::");
+	cr_assert_str_eq(c.peer, "[fe80::1]:18515");
+}
+
+Test(config, cfg_untouched_on_error)
+{
+	struct kvf_config c, before;
+
+	memset(&c, 0xab, sizeof(c));
+	before = c;
+	cr_assert_eq(load("deadlines = { inflight_s = 600; bootstrap_s = 0; };", &c),
+		     -EINVAL);
+	cr_assert_eq(memcmp(&c, &before, sizeof(c)), 0);
+}
+
+Test(config, err_buffer_optional)
+{
+	struct kvf_config c;
+
+	cr_assert_eq(kvf_config_load_string("x = 1;", "f", &c, NULL, 0), -EINVAL);
+	cr_assert_eq(kvf_config_load_string(NULL, "f", &c, NULL, 0), -EINVAL);
+	cr_assert_eq(kvf_config_load(NULL, &c, NULL, 0), -EINVAL);
+}
+
+/* ---- error messages ---- */
+
+Test(config, out_of_range_names_file_line_key_expected)
+{
+	expect_err("# c\ndeadlines = {\n  inflight_s = -3;\n};\n",
+		   "kvferry.conf:3: deadlines.inflight_s: expected an integer "
+		   "in [1, 86400], got -3");
+	expect_err("heartbeat = { misses = 101; };",
+		   "kvferry.conf:1: heartbeat.misses: expected an integer "
+		   "in [1, 100], got 101");
+	expect_err("rdma = { qp_timeout = 0; };",
+		   "kvferry.conf:1: rdma.qp_timeout: expected an integer "
+		   "in [1, 31], got 0");
+	expect_err("rdma = {\n gid_index = -2; };",
+		   "kvferry.conf:2: rdma.gid_index: expected an integer "
+		   "in [-1, 255], got -2");
+}
+
+Test(config, wrong_type)
+{
+	expect_err("deadlines = { inflight_s = \"300\"; };",
+		   "kvferry.conf:1: deadlines.inflight_s: expected an integer "
+		   "in [1, 86400], got \"300\"");
+	expect_err("deadlines = { inflight_s = 1.5; };",
+		   "kvferry.conf:1: deadlines.inflight_s: expected an integer "
+		   "in [1, 86400], got a float (1.5)");
+	expect_err("deadlines = { inflight_s = true; };",
+		   "kvferry.conf:1: deadlines.inflight_s: expected an integer "
+		   "in [1, 86400], got a boolean (true)");
+	expect_err("deadlines = { inflight_s = { a = 1; }; };",
+		   "kvferry.conf:1: deadlines.inflight_s: expected an integer "
+		   "in [1, 86400], got a group");
+	expect_err("engine = { id = 5; };",
+		   "kvferry.conf:1: engine.id: expected a non-empty string of "
+		   "at most 127 bytes, got 5");
+	expect_err("\nrdma = 1;",
+		   "kvferry.conf:2: rdma: expected a group { ... }, got 1");
+}
+
+Test(config, integer_wider_than_libconfig_reads)
+{
+	/* libconfig 1.5 would read this as 1 and accept it. */
+	expect_err("engine = {\n\n  max_rooms = 4294967297;\n};",
+		   "kvferry.conf:3: engine.max_rooms: expected an integer in "
+		   "[1, 1048576], got 4294967297");
+	expect_err("deadlines = { # 1\n inflight_s = 99999999999999999999L; };",
+		   "kvferry.conf:2: deadlines.inflight_s: expected an integer in "
+		   "[1, 86400], got 99999999999999999999L");
+	expect_err("rdma = { mtu = 0x100000000; };",
+		   "kvferry.conf:1: rdma.mtu: expected 0 or one of 256, 512, "
+		   "1024, 2048, 4096, got 0x100000000");
+	/* Numbers in comments and strings are not values. */
+	struct kvf_config c;
+
+	expect_ok("# 99999999999\nengine = { id = \"99999999999\"; };"
+		  " /* 4294967297 */ // 5000000000\n", &c);
+	/* 64-bit literals that fit are fine when in range. */
+	expect_ok("deadlines = { inflight_s = 86400L; };", &c);
+	cr_assert_eq(c.inflight_s, 86400);
+}
+
+Test(config, unknown_key_suggests_nearest)
+{
+	expect_err("log = { level = \"info\"; };\nengine = {};\n\n\n\n"
+		   "deadlines = {\n  inflight = 30;\n};",
+		   "kvferry.conf:7: unknown key 'deadlines.inflight' "
+		   "(did you mean 'deadlines.inflight_s'?)");
+	expect_err("rdma = { gid_idx = 1; };",
+		   "kvferry.conf:1: unknown key 'rdma.gid_idx' "
+		   "(did you mean 'rdma.gid_index'?)");
+	expect_err("heartbeat = { interval_s = 5; };",
+		   "kvferry.conf:1: unknown key 'heartbeat.interval_s' "
+		   "(did you mean 'heartbeat.interval_ms'?)");
+}
+
+Test(config, key_in_wrong_group_suggests_its_group)
+{
+	expect_err("engine = { inflight_s = 30; };",
+		   "kvferry.conf:1: unknown key 'engine.inflight_s' "
+		   "(did you mean 'deadlines.inflight_s'?)");
+	expect_err("inflight_s = 30;",
+		   "kvferry.conf:1: unknown key 'inflight_s' "
+		   "(did you mean 'deadlines.inflight_s'?)");
+}
+
+Test(config, unknown_group_suggests_nearest)
+{
+	expect_err("\ndeadline = { inflight_s = 30; };",
+		   "kvferry.conf:2: unknown group 'deadline' "
+		   "(did you mean 'deadlines'?)");
+	expect_err("rmda = { };",
+		   "kvferry.conf:1: unknown group 'rmda' (did you mean 'rdma'?)");
+}
+
+Test(config, string_too_long)
+{
+	char text[512], id[200];
+	struct kvf_config c;
+
+	memset(id, 'a', sizeof(id) - 1);
+	id[sizeof(id) - 1] = '\0';
+	snprintf(text, sizeof(text), "engine = { id = \"%s\"; };", id);
+	expect_err(text, "kvferry.conf:1: engine.id: expected a non-empty string "
+		   "of at most 127 bytes, got a string of 199 bytes (longer than 127)");
+	/* 127 bytes fits exactly. */
+	id[127] = '\0';
+	snprintf(text, sizeof(text), "rdma = { auth_token = \"%s\"; };", id);
+	expect_ok(text, &c);
+	cr_assert_eq(strlen(c.auth_token), 127);
+}
+
+Test(config, empty_engine_id)
+{
+	expect_err("engine = { id = \"\"; };",
+		   "kvferry.conf:1: engine.id: expected a non-empty string of "
+		   "at most 127 bytes, got \"\"");
+}
+
+Test(config, bad_log_level)
+{
+	expect_err("log = { level = \"verbose\"; };",
+		   "kvferry.conf:1: log.level: expected one of \"error\", \"warn\", "
+		   "\"info\", \"debug\", got \"verbose\"");
+	expect_err("log = { level = 3; };",
+		   "kvferry.conf:1: log.level: expected one of \"error\", \"warn\", "
+		   "\"info\", \"debug\", got 3");
+}
+
+Test(config, syntax_error_names_line_and_libconfig_text)
+{
+	expect_err("engine = {\n  id = ;\n};", "kvferry.conf:2: syntax error");
+	expect_err("engine = {\n  max_rooms = 1;\n  max_rooms = 2;\n};",
+		   "kvferry.conf:3: duplicate setting name");
+}
+
+Test(config, include_refused)
+{
+	expect_err("\n@include \"other.conf\"\n",
+		   "kvferry.conf:2: @include is not supported: the configuration "
+		   "is one file");
+}
+
+Test(config, ring_size_power_of_two)
+{
+	struct kvf_config c;
+
+	expect_err("engine = { ring_size = 1000; };",
+		   "kvferry.conf:1: engine.ring_size: expected a power of two in "
+		   "[64, 4194304], got 1000");
+	expect_err("engine = { ring_size = 32; };",
+		   "kvferry.conf:1: engine.ring_size: expected a power of two in "
+		   "[64, 4194304], got 32");
+	expect_err("engine = { ring_size = 8388608; };",
+		   "kvferry.conf:1: engine.ring_size: expected a power of two in "
+		   "[64, 4194304], got 8388608");
+	expect_ok("engine = { ring_size = 4194304; };", &c);
+	cr_assert_eq(c.ring_size, 1u << 22);
+}
+
+Test(config, max_rooms_fits_20_bit_slot)
+{
+	expect_err("engine = { max_rooms = 1048577; };",
+		   "kvferry.conf:1: engine.max_rooms: expected an integer in "
+		   "[1, 1048576], got 1048577");
+	expect_err("engine = { max_rooms = 0; };",
+		   "kvferry.conf:1: engine.max_rooms: expected an integer in "
+		   "[1, 1048576], got 0");
+}
+
+Test(config, mtu_values)
+{
+	struct kvf_config c;
+
+	expect_err("rdma = { mtu = 1500; };",
+		   "kvferry.conf:1: rdma.mtu: expected 0 or one of 256, 512, "
+		   "1024, 2048, 4096, got 1500");
+	expect_ok("rdma = { mtu = 1024; };", &c);
+	cr_assert_eq(c.mtu, 1024);
+}
+
+Test(config, listen_addr)
+{
+	struct kvf_config c;
+	static const char *const good[] = { "", "0.0.0.0", "10.1.2.3", "::",
+		"fe80::1", "prefill-0.example.com", "localhost" };
+	static const char *const bad[] = { "10.0.0.1:18515", "a b", "-host",
+		"host-", "a..b", "under_score", "[::1]" };
+	char text[256];
+
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		snprintf(text, sizeof(text), "rdma = { listen_addr = \"%s\"; };", good[i]);
+		expect_ok(text, &c);
+		cr_assert_str_eq(c.listen_addr, good[i]);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char msg[256];
+
+		snprintf(text, sizeof(text), "rdma = { listen_addr = \"%s\"; };", bad[i]);
+		snprintf(msg, sizeof(msg), "kvferry.conf:1: rdma.listen_addr: expected "
+			 "\"\" or an IP address or host name, got \"%s\"", bad[i]);
+		expect_err(text, msg);
+	}
+}
+
+Test(config, peer_host_port)
+{
+	struct kvf_config c;
+	static const char *const good[] = { "", "10.0.0.1:18515", "prefill-0:1",
+		"[::1]:65535", "[fe80::1]:18515", "h.example.com:443" };
+	static const char *const bad[] = { "10.0.0.1", "host:", "host:0",
+		"host:65536", "host:12x", "::1:5", "[::1]", "[::1]:", "[zz]:1",
+		":18515", "a_b:1", "host:+5" };
+	char text[256];
+
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		snprintf(text, sizeof(text), "rdma = { peer = \"%s\"; };", good[i]);
+		expect_ok(text, &c);
+		cr_assert_str_eq(c.peer, good[i]);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char msg[256];
+
+		snprintf(text, sizeof(text), "rdma = { peer = \"%s\"; };", bad[i]);
+		snprintf(msg, sizeof(msg), "kvferry.conf:1: rdma.peer: expected \"\" or "
+			 "\"host:port\" with port in [1, 65535], got \"%s\"", bad[i]);
+		expect_err(text, msg);
+	}
+}
+
+Test(config, signal_every_at_most_sq_depth)
+{
+	struct kvf_config c;
+
+	expect_err("rdma = {\n  sq_depth = 64;\n  signal_every = 128;\n};",
+		   "kvferry.conf:3: rdma.signal_every: expected at most "
+		   "rdma.sq_depth (64), got 128");
+	/* Reported at the later line, whichever key it is. */
+	expect_err("rdma = {\n  signal_every = 128;\n  sq_depth = 64;\n};",
+		   "kvferry.conf:3: rdma.signal_every: expected at most "
+		   "rdma.sq_depth (64), got 128");
+	/* Only one set: that one's line. */
+	expect_err("rdma = {\n\n  signal_every = 2048;\n};",
+		   "kvferry.conf:3: rdma.signal_every: expected at most "
+		   "rdma.sq_depth (1024), got 2048");
+	expect_ok("rdma = { sq_depth = 64; signal_every = 64; };", &c);
+}
+
+Test(config, cq_holds_a_flushed_qp)
+{
+	struct kvf_config c;
+
+	expect_err("rdma = {\n  cq_depth = 1024;\n};",
+		   "kvferry.conf:2: rdma.cq_depth: expected at least rdma.sq_depth "
+		   "+ rdma.rq_depth (1280), got 1024");
+	expect_ok("rdma = { cq_depth = 1280; };", &c);
+}
+
+/* ---- files ---- */
+
+Test(config, missing_file_is_enoent)
+{
+	struct kvf_config c;
+
+	err[0] = '\0';
+	cr_assert_eq(kvf_config_load("/nonexistent/kvferry.conf", &c, err,
+				     sizeof(err)), -ENOENT);
+	cr_assert(strstr(err, "/nonexistent/kvferry.conf"), "%s", err);
+}
+
+Test(config, file_errors_name_the_path)
+{
+	char path[] = "/tmp/kvf_test_config_XXXXXX";
+	int fd = mkstemp(path);
+	struct kvf_config c;
+	char want[256];
+
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, "\nrdma = {\n  sq_dept = 1;\n};\n", 27), 27);
+	close(fd);
+	cr_assert_eq(kvf_config_load(path, &c, err, sizeof(err)), -EINVAL);
+	snprintf(want, sizeof(want), "%s:3: unknown key 'rdma.sq_dept' "
+		 "(did you mean 'rdma.sq_depth'?)", path);
+	unlink(path);
+	cr_assert_str_eq(err, want);
+}
+
+Test(config, example_file_loads_as_the_defaults)
+{
+	struct kvf_config c, d;
+	int rc = kvf_config_load(EXAMPLE, &c, err, sizeof(err));
+
+	cr_assert_eq(rc, 0, "%s: rc %d: %s", EXAMPLE, rc, err);
+	kvf_config_defaults(&d);
+	/* The example sets every key to its default, with rdma present. */
+	cr_assert(c.rdma_enabled);
+	d.rdma_enabled = true;
+	cr_assert_eq(memcmp(&c, &d, sizeof(c)), 0,
+		     "config/kvferry.conf values differ from the defaults");
+}
+
+Test(config, example_file_sets_every_key)
+{
+	const char *const *k = kvf_config_keys();
+	char missing[2048] = "";
+	config_t lc;
+
+	config_init(&lc);
+	cr_assert(config_read_file(&lc, EXAMPLE), "%s:%d: %s", EXAMPLE,
+		  config_error_line(&lc), config_error_text(&lc));
+	for (; *k; k++)
+		if (!config_lookup(&lc, *k))
+			snprintf(missing + strlen(missing),
+				 sizeof(missing) - strlen(missing), " %s", *k);
+	config_destroy(&lc);
+	cr_assert_str_empty(missing, "config/kvferry.conf lacks:%s", missing);
+}
+
+/* ---- docs/config.md ---- */
+
+struct doc_row {
+	char key[64], side[32], dflt[160], range[160];
+};
+
+/* Copy cell number i of a "| a | b |" row, trimmed; "" if absent. */
+static void cell(const char *line, int i, char *out, size_t len)
+{
+	const char *p = line;
+	size_t n;
+
+	for (int k = 0; k <= i && p; k++)
+		p = strchr(p + (k > 0), '|');
+	out[0] = '\0';
+	if (!p)
+		return;
+	p++;
+	while (*p == ' ')
+		p++;
+	n = strcspn(p, "|");
+	while (n && p[n - 1] == ' ')
+		n--;
+	snprintf(out, len, "%.*s", (int)n, p);
+}
+
+/* Strip one pair of enclosing backticks in place. */
+static void unquote(char *s)
+{
+	size_t n = strlen(s);
+
+	if (n >= 2 && s[0] == '`' && s[n - 1] == '`') {
+		memmove(s, s + 1, n - 2);
+		s[n - 2] = '\0';
+	}
+}
+
+/* The table rows whose first cell is a key in backticks. */
+static size_t doc_rows(struct doc_row *rows, size_t max)
+{
+	FILE *f = fopen(DOCS, "r");
+	char line[2048];
+	size_t n = 0;
+
+	cr_assert(f, "cannot open %s", DOCS);
+	while (fgets(line, sizeof(line), f) && n < max) {
+		if (strncmp(line, "| `", 3) != 0)
+			continue;
+		cell(line, 0, rows[n].key, sizeof(rows[n].key));
+		unquote(rows[n].key);
+		cell(line, 1, rows[n].side, sizeof(rows[n].side));
+		cell(line, 3, rows[n].dflt, sizeof(rows[n].dflt));
+		unquote(rows[n].dflt);
+		cell(line, 4, rows[n].range, sizeof(rows[n].range));
+		n++;
+	}
+	fclose(f);
+	return n;
+}
+
+static bool in_list(const char *name, const char *const *list, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(name, list[i]) == 0)
+			return true;
+	return false;
+}
+
+Test(config, docs_list_exactly_the_code_keys)
+{
+	static struct doc_row rows[128];
+	const char *doc_keys[128];
+	const char *const *code = kvf_config_keys();
+	size_t nd = doc_rows(rows, 128), nc = 0;
+	char only_docs[1024] = "", only_code[1024] = "";
+
+	for (size_t i = 0; i < nd; i++)
+		doc_keys[i] = rows[i].key;
+	while (code[nc])
+		nc++;
+	for (size_t i = 0; i < nd; i++)
+		if (!in_list(doc_keys[i], code, nc))
+			snprintf(only_docs + strlen(only_docs),
+				 sizeof(only_docs) - strlen(only_docs), " %s", doc_keys[i]);
+	for (size_t i = 0; i < nc; i++)
+		if (!in_list(code[i], doc_keys, nd))
+			snprintf(only_code + strlen(only_code),
+				 sizeof(only_code) - strlen(only_code), " %s", code[i]);
+	cr_assert(only_docs[0] == '\0' && only_code[0] == '\0',
+		  "docs/config.md and the key table differ; only in docs:%s; "
+		  "only in code:%s", only_docs, only_code);
+	cr_assert_eq(nd, nc, "a key is listed twice in docs/config.md");
+}
+
+Test(config, docs_sides_are_valid)
+{
+	static struct doc_row rows[128];
+	size_t nd = doc_rows(rows, 128);
+
+	for (size_t i = 0; i < nd; i++)
+		cr_assert(strcmp(rows[i].side, "prefill") == 0 ||
+			  strcmp(rows[i].side, "decode") == 0 ||
+			  strcmp(rows[i].side, "both") == 0,
+			  "%s: side '%s'", rows[i].key, rows[i].side);
+}
+
+/* "group.key" + value -> "group = { key = value; };" */
+static void one_key(const char *key, const char *value, char *out, size_t len)
+{
+	const char *dot = strchr(key, '.');
+
+	snprintf(out, len, "%.*s = { %s = %s; };", (int)(dot - key), key,
+		 dot + 1, value);
+}
+
+Test(config, docs_defaults_are_the_code_defaults)
+{
+	static struct doc_row rows[128];
+	size_t nd = doc_rows(rows, 128);
+
+	for (size_t i = 0; i < nd; i++) {
+		struct kvf_config c, d;
+		char text[256];
+
+		one_key(rows[i].key, rows[i].dflt, text, sizeof(text));
+		expect_ok(text, &c);
+		kvf_config_defaults(&d);
+		d.rdma_enabled = strncmp(rows[i].key, "rdma.", 5) == 0;
+		cr_assert_eq(memcmp(&c, &d, sizeof(c)), 0,
+			     "docs/config.md default of %s (%s) is not the code's",
+			     rows[i].key, rows[i].dflt);
+	}
+}
+
+Test(config, docs_ranges_are_the_code_ranges)
+{
+	static struct doc_row rows[128];
+	size_t nd = doc_rows(rows, 128), checked = 0;
+
+	for (size_t i = 0; i < nd; i++) {
+		const char *br = strchr(rows[i].range, '[');
+		long long lo, hi;
+		char text[256], v[32], want[128];
+
+		if (!br || sscanf(br, "[%lld, %lld]", &lo, &hi) != 2)
+			continue;
+		snprintf(want, sizeof(want), "%s: expected", rows[i].key);
+		snprintf(v, sizeof(v), "%lld", hi + 1);
+		one_key(rows[i].key, v, text, sizeof(text));
+		expect_err_has(text, want);
+		snprintf(want, sizeof(want), "[%lld, %lld]", lo, hi);
+		cr_assert(strstr(err, want), "%s: docs say %s, code says: %s",
+			  rows[i].key, want, err);
+		snprintf(v, sizeof(v), "%lld", lo - 1);
+		one_key(rows[i].key, v, text, sizeof(text));
+		expect_err_has(text, want);
+		checked++;
+	}
+	cr_assert_geq(checked, 30, "only %zu integer ranges found in the docs", checked);
+}
