@@ -29,6 +29,7 @@ struct fake {
 	uint8_t abort_role;
 	uint16_t abort_reason;
 	uint32_t teardown_conn;
+	uint32_t torn;          /* bit per connection id < 32 torn down */
 };
 
 static int fake_room_info(void *t, const char *peer, uint64_t id, uint64_t handle,
@@ -89,6 +90,8 @@ static void fake_teardown(void *t, uint32_t conn, const char *why)
 
 	f->teardowns++;
 	f->teardown_conn = conn;
+	if (conn < 32)
+		f->torn |= 1u << conn;
 }
 
 static const struct kvf_transport_ops fake_ops = {
