@@ -902,6 +902,9 @@ static void log_effective(const struct kvf_config *cfg)
 		else if (k->type == KT_U32)
 			kvf_dbg(MOD, "%s = %u (%s; %s)", k->name, *(const uint32_t *)f,
 				side_names[k->side], k->phase);
+		else
+			kvf_dbg(MOD, "%s = %d (0 error .. 3 debug)", k->name,
+				(int)*(const enum kvf_log_level *)f);
 	}
 }
 
