@@ -11,6 +11,7 @@
 
 #include "kvf_build.h"
 #include "log.h"
+#include "mem.h"
 #include "room.h"
 #if HAVE_RDMA
 #include "rdma.h"
@@ -32,8 +33,8 @@ static int alloc_tables(struct kvf_engine *eng)
 	uint32_t n = eng->cfg.max_rooms;
 	int rc;
 
-	eng->slots = calloc(n, sizeof(*eng->slots));
-	eng->free_stack = calloc(n, sizeof(*eng->free_stack));
+	eng->slots = kvf_table_alloc(n, sizeof(*eng->slots));
+	eng->free_stack = kvf_table_alloc(n, sizeof(*eng->free_stack));
 	eng->batch = calloc(KVF_BATCH, sizeof(*eng->batch));
 	eng->ring = kvf_ring_create(eng->cfg.ring_size);
 	if (!eng->slots || !eng->free_stack || !eng->batch || !eng->ring)
@@ -75,8 +76,8 @@ static void free_tables(struct kvf_engine *eng)
 		free(eng->peers[i]);
 	free(eng->peers);
 	free(eng->batch);
-	free(eng->free_stack);
-	free(eng->slots);
+	kvf_table_free(eng->free_stack, eng->cfg.max_rooms, sizeof(*eng->free_stack));
+	kvf_table_free(eng->slots, eng->cfg.max_rooms, sizeof(*eng->slots));
 }
 
 int kvf_engine_create(const struct kvf_config *cfg, const struct kvf_transport_ops *ops,

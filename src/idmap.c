@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "mem.h"
+
 static uint32_t idmap_hash(uint64_t id, uint32_t role)
 {
 	/* Room ids may be sequential or random: mix all 64 bits (the
@@ -24,7 +26,7 @@ int kvf_idmap_init(struct kvf_idmap *m, uint32_t max)
 
 	while (size < 2ull * max)
 		size <<= 1;
-	m->tab = calloc(size, sizeof(*m->tab));
+	m->tab = kvf_table_alloc(size, sizeof(*m->tab));
 	if (!m->tab)
 		return -ENOMEM;
 	m->mask = size - 1;
@@ -35,7 +37,7 @@ int kvf_idmap_init(struct kvf_idmap *m, uint32_t max)
 
 void kvf_idmap_fini(struct kvf_idmap *m)
 {
-	free(m->tab);
+	kvf_table_free(m->tab, (size_t)m->mask + 1, sizeof(*m->tab));
 	m->tab = NULL;
 }
 

@@ -309,6 +309,24 @@ void kvf_room_peer_info(struct kvf_engine *eng, struct kvf_slot *r, struct kvf_p
 	kvf_room_set_state(eng, r, KVF_WAITING_FOR_INPUT);
 }
 
+static void early_gone(struct kvf_engine *eng, struct kvf_early_ent *e, bool evicted);
+
+/* Keep an early entry; when the table is full the oldest goes first (it is
+ * the nearest to expiry anyway), handled as an expiry and counted. */
+static int early_keep(struct kvf_engine *eng, struct kvf_early_ent *e)
+{
+	struct kvf_early_ent old;
+	int rc = kvf_early_put(&eng->early, e);
+
+	if (rc != -ENOSPC || !kvf_early_pop_expired(&eng->early, UINT64_MAX, &old))
+		return rc;
+	eng->st.tombstones_dropped++;
+	kvf_warn("room", "early-event table full (engine.max_tombstones %u): evicting the "
+		 "entry for room %#" PRIx64, eng->cfg.max_tombstones, old.id);
+	early_gone(eng, &old, true);
+	return kvf_early_put(&eng->early, e);
+}
+
 static void on_peer_info(struct kvf_engine *eng, struct kvf_event *ev)
 {
 	struct kvf_peer_info *info = ev->data;
@@ -326,7 +344,7 @@ static void on_peer_info(struct kvf_engine *eng, struct kvf_event *ev)
 			.conn = ev->peer, .info = info,
 			.expires = kvf_now(eng) + (uint64_t)eng->cfg.tombstone_ttl_s * 1000000000ull,
 		};
-		int rc = kvf_early_put(&eng->early, &e);
+		int rc = early_keep(eng, &e);
 
 		if (rc == 0) {
 			eng->st.early_infos_parked++;
@@ -389,7 +407,7 @@ static void on_peer_abort(struct kvf_engine *eng, struct kvf_event *ev)
 		.conn = ev->peer, .reason = ev->status,
 		.expires = kvf_now(eng) + (uint64_t)eng->cfg.tombstone_ttl_s * 1000000000ull,
 	};
-	int rc = kvf_early_put(&eng->early, &e);
+	int rc = early_keep(eng, &e);
 
 	if (rc == 0)
 		eng->st.tombstones_created++;
@@ -607,20 +625,30 @@ void kvf_room_expire(struct kvf_engine *eng, uint32_t slot)
 		      kvf_poll_str(r->state));
 }
 
-void kvf_room_early_expired(struct kvf_engine *eng, struct kvf_early_ent *e)
+/* An early entry leaves without its room: expired (TTL) or evicted (table
+ * full). A parked ROOM_INFO gets an ABORT back, so the receiver fails now
+ * instead of at its own deadline. */
+static void early_gone(struct kvf_engine *eng, struct kvf_early_ent *e, bool evicted)
 {
 	if (e->kind == KVF_EARLY_TOMBSTONE) {
-		eng->st.tombstones_expired++;
-		kvf_dbg("room", "tombstone for room %#" PRIx64 " expired", e->id);
+		if (!evicted)
+			eng->st.tombstones_expired++;
+		kvf_dbg("room", "tombstone for room %#" PRIx64 " %s", e->id,
+			evicted ? "evicted" : "expired");
 		return;
 	}
-	/* No sender room was created for a receiver's request: tell it, so it
-	 * fails now instead of at its own deadline. */
-	eng->st.early_infos_expired++;
+	if (!evicted)
+		eng->st.early_infos_expired++;
 	kvf_info("room", "ROOM_INFO for room %#" PRIx64 " from conn %u: no sender room "
-		 "was created within %u s; aborting it", e->id, e->conn, eng->cfg.tombstone_ttl_s);
+		 "was created %s; aborting it", e->id, e->conn,
+		 evicted ? "before the table filled" : "within engine.tombstone_ttl_s");
 	if (eng->ops && e->conn)
 		eng->ops->send_abort(eng->t, e->conn, e->id, KVF_RECEIVER, KVF_FAIL_DEADLINE);
 	free(e->info);
 	e->info = NULL;
+}
+
+void kvf_room_early_expired(struct kvf_engine *eng, struct kvf_early_ent *e)
+{
+	early_gone(eng, e, false);
 }

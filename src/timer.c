@@ -4,10 +4,12 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "mem.h"
+
 int kvf_timers_init(struct kvf_timers *t, uint32_t nslots)
 {
-	t->heap = calloc(nslots ? nslots : 1, sizeof(*t->heap));
-	t->pos = calloc(nslots ? nslots : 1, sizeof(*t->pos));
+	t->heap = kvf_table_alloc(nslots, sizeof(*t->heap));
+	t->pos = kvf_table_alloc(nslots, sizeof(*t->pos));
 	t->n = 0;
 	t->nslots = nslots;
 	if (!t->heap || !t->pos) {
@@ -19,8 +21,8 @@ int kvf_timers_init(struct kvf_timers *t, uint32_t nslots)
 
 void kvf_timers_fini(struct kvf_timers *t)
 {
-	free(t->heap);
-	free(t->pos);
+	kvf_table_free(t->heap, t->nslots, sizeof(*t->heap));
+	kvf_table_free(t->pos, t->nslots, sizeof(*t->pos));
 	t->heap = NULL;
 	t->pos = NULL;
 	t->n = 0;

@@ -123,7 +123,7 @@ struct kvf_stats {
 	uint64_t tombstones_created;
 	uint64_t tombstones_applied;
 	uint64_t tombstones_expired;
-	uint64_t tombstones_dropped; /* table full: the ABORT could not be kept */
+	uint64_t tombstones_dropped; /* table full: the oldest early entry evicted */
 	uint64_t early_infos_parked; /* ROOM_INFOs that came before their sender room */
 	uint64_t early_infos_applied;
 	uint64_t early_infos_expired; /* no sender room in time: ABORT sent back */

@@ -469,3 +469,22 @@ Test(room, dump_names_state_deadline_and_failure)
 		  "%s", buf);
 	cr_assert(strstr(buf, "last send"), "%s", buf);
 }
+
+Test(room, early_table_full_evicts_the_oldest)
+{
+	kvf_room h;
+
+	kvf_engine_close(eng);
+	cfg.max_tombstones = 2;
+	eng = fake_engine(&cfg, &f);
+	push_abort(eng, 1, KVF_SENDER, 7);
+	push_info(eng, 2, 7, 3, 2);
+	push_abort(eng, 3, KVF_SENDER, 7);
+	kvf_progress(eng);
+	cr_assert_eq(stats().tombstones_dropped, 1);
+	cr_assert_eq(stats().tombstones_created, 2);
+	cr_assert_eq(kvf_sender_create(eng, 1, &h), 0);
+	cr_assert_eq(kvf_poll(eng, h), KVF_BOOTSTRAPPING, "the oldest tombstone was evicted");
+	cr_assert_eq(kvf_sender_create(eng, 3, &h), 0);
+	cr_assert_eq(kvf_poll(eng, h), KVF_FAILED, "the newest was kept");
+}
