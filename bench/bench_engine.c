@@ -156,12 +156,13 @@ static kvf_engine *engine_with_live(uint32_t live)
 }
 
 /* ns per lifecycle: best of a few repetitions (the machine is shared). */
-static double measure(uint32_t live, uint64_t k, int reps)
+static double measure(uint32_t live, uint64_t k, int reps, int warm)
 {
 	kvf_engine *eng = engine_with_live(live);
 	double best = 1e30;
 
-	run_lifecycles(eng, k / 10); /* warm up */
+	if (warm)
+		run_lifecycles(eng, k / 10);
 	for (int r = 0; r < reps; r++) {
 		double t0 = now_s();
 
@@ -195,13 +196,13 @@ int main(int argc, char **argv)
 	}
 	k = (k + BATCH - 1) / BATCH * BATCH;
 	if (live >= 0) {
-		double ns = measure((uint32_t)live, k, 1);
+		double ns = measure((uint32_t)live, k, 1, 0); /* callgrind: count K exactly */
 
 		printf("live %ld: %.1f ns per lifecycle, %.0f lifecycles/s\n", live, ns, 1e9 / ns);
 		return 0;
 	}
-	double small = measure(1000, k, 5);
-	double big = measure(1000000, k, 5);
+	double small = measure(1000, k, 5, 1);
+	double big = measure(1000000, k, 5, 1);
 
 	if (json) {
 		printf("{\"lifecycles\": %llu, \"ns_per_lifecycle_1k_live\": %.1f, "
