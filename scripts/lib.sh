@@ -1,0 +1,73 @@
+# shellcheck shell=bash
+# Helpers shared by the kvferry scripts. Source it; do not run it.
+
+KVF_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+
+# Packages a fresh Debian 12 machine needs for the build, the unit suite and
+# the soft-RoCE suite (host tools are also what the VM guest runs: it shares
+# the host's /usr).
+KVF_PKGS_BUILD=(gcc meson ninja-build pkg-config libconfig-dev libcriterion-dev
+	libck-dev libibverbs-dev librdmacm-dev)
+KVF_PKGS_RDMA=(rdma-core ibverbs-utils ibverbs-providers rdmacm-utils perftest
+	iproute2 kmod)
+KVF_PKGS_VM=(qemu-system-x86 linux-image-amd64 busybox-static cpio)
+
+kvf_log() { printf '%s: %s\n' "${KVF_PROG:-kvferry}" "$*" >&2; }
+kvf_die() { kvf_log "error: $*"; exit 1; }
+
+kvf_now() { date +%s.%N; }
+# kvf_elapsed START -> seconds since START, one decimal
+kvf_elapsed() { awk -v a="$1" -v b="$(kvf_now)" 'BEGIN { printf "%.1f", b - a }'; }
+
+# kvf_need_pkgs PKG... : install the packages that are not installed yet.
+# Runs `apt-get update` first, and only when something is missing.
+# KVF_NO_INSTALL=1 turns a missing package into an error instead.
+kvf_need_pkgs() {
+	local p missing=()
+	for p in "$@"; do
+		if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+			missing+=("$p")
+		fi
+	done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	if [ "${KVF_NO_INSTALL:-0}" = 1 ]; then
+		kvf_die "missing packages: ${missing[*]} (KVF_NO_INSTALL=1, not installing)"
+	fi
+	command -v apt-get >/dev/null || kvf_die "missing packages: ${missing[*]} and no apt-get here"
+	local sudo=()
+	if [ "$(id -u)" != 0 ]; then
+		command -v sudo >/dev/null || kvf_die "missing packages: ${missing[*]}; run as root or install sudo"
+		sudo=(sudo)
+	fi
+	kvf_log "installing: ${missing[*]}"
+	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q ||
+		kvf_die "apt-get update failed"
+	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" ||
+		kvf_die "apt-get install failed: ${missing[*]}"
+}
+
+# True when this host has an RDMA device (hardware or rxe) visible to verbs.
+kvf_host_has_rdma() {
+	[ -d /sys/class/infiniband ] && [ -n "$(ls -A /sys/class/infiniband 2>/dev/null)" ]
+}
+
+# kvf_first_rdma_dev: name of the first RDMA device on this host
+kvf_first_rdma_dev() { ls /sys/class/infiniband 2>/dev/null | head -n1; }
+
+# kvf_roce_gid_index DEV [PORT] : index of the RoCE v2 GID that maps an IPv4
+# address (::ffff:a.b.c.d), else the first RoCE v2 GID, else nothing.
+kvf_roce_gid_index() {
+	local dev=$1 port=${2:-1} d g t i first=
+	d=/sys/class/infiniband/$dev/ports/$port
+	for ((i = 0; ; i++)); do
+		[ -e "$d/gids/$i" ] || break
+		read -r t < "$d/gid_attrs/types/$i" 2>/dev/null || continue
+		case $t in *v2*|*V2*) ;; *) continue ;; esac
+		read -r g < "$d/gids/$i" 2>/dev/null || continue
+		case $g in
+		0000:0000:0000:0000:0000:ffff:*) echo "$i"; return 0 ;;
+		esac
+		[ -z "$first" ] && first=$i
+	done
+	[ -n "$first" ] && echo "$first"
+}
