@@ -1,0 +1,650 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "conn.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <kvferry/kvferry.h>
+
+#include "log.h"
+#include "poller.h"
+#include "verbs.h"
+
+#define TX_BUFS_MAX 64u
+
+const char *kvf_conn_state_str(int s)
+{
+	static const char *const names[KVF_CONN_NUM_STATES] = {
+		[KVF_CONN_NEW] = "NEW",
+		[KVF_CONN_RESOLVING] = "RESOLVING",
+		[KVF_CONN_CONNECTING] = "CONNECTING",
+		[KVF_CONN_ESTABLISHED] = "ESTABLISHED",
+		[KVF_CONN_DEAD] = "DEAD",
+		[KVF_CONN_DESTROYED] = "DESTROYED",
+	};
+
+	return s >= 0 && s < KVF_CONN_NUM_STATES ? names[s] : "?";
+}
+
+/* ------------------------------------------------------------ table */
+
+static void conn_free(struct kvf_conn *c)
+{
+	struct kvf_pframe *f;
+
+	/* Normally kvf_conn_destroy ran on the poller; at close it may not. */
+	if (c->qp)
+		rdma_destroy_qp(c->cm_id);
+	if (c->cm_id)
+		rdma_destroy_id(c->cm_id);
+	if (c->cq) {
+		if (c->cq_unacked)
+			ibv_ack_cq_events(c->cq, c->cq_unacked);
+		ibv_destroy_cq(c->cq);
+	}
+	if (c->rx_mr)
+		ibv_dereg_mr(c->rx_mr);
+	if (c->tx_mr)
+		ibv_dereg_mr(c->tx_mr);
+	while ((f = c->fq_head)) {
+		c->fq_head = f->next;
+		free(f);
+	}
+	free(atomic_load(&c->peer_pool));
+	free(c->rx_buf);
+	free(c->tx_buf);
+	free(c->tx_free);
+	free(c->sig);
+	free(c->pend);
+	free(c->wrs);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
+
+void kvf_conn_ref(struct kvf_conn *c)
+{
+	atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
+}
+
+void kvf_conn_put(struct kvf_conn *c)
+{
+	/* acq_rel: the last holder sees every write of the others. */
+	if (c && atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) == 1)
+		conn_free(c);
+}
+
+static int table_insert(struct kvf_rdma *t, struct kvf_conn *c)
+{
+	int rc = -ENOSPC;
+
+	pthread_mutex_lock(&t->lock);
+	for (uint32_t tries = 0; tries < KVF_MAX_CONNS; tries++) {
+		uint32_t id = ++t->next_id;
+
+		if (id == 0) /* 0 means "no connection" in events */
+			id = ++t->next_id;
+		if (!t->conns[id % KVF_MAX_CONNS]) {
+			c->id = id;
+			t->conns[id % KVF_MAX_CONNS] = c;
+			t->nconns++;
+			rc = 0;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+	return rc;
+}
+
+struct kvf_conn *kvf_conn_get(struct kvf_rdma *t, uint32_t id)
+{
+	struct kvf_conn *c;
+
+	if (!id)
+		return NULL;
+	pthread_mutex_lock(&t->lock);
+	c = t->conns[id % KVF_MAX_CONNS];
+	if (c && c->id == id)
+		kvf_conn_ref(c);
+	else
+		c = NULL;
+	pthread_mutex_unlock(&t->lock);
+	return c;
+}
+
+struct kvf_conn *kvf_conn_find_peer(struct kvf_rdma *t, const char *peer)
+{
+	struct kvf_conn *found = NULL;
+
+	pthread_mutex_lock(&t->lock);
+	for (uint32_t i = 0; i < KVF_MAX_CONNS && !found; i++) {
+		struct kvf_conn *c = t->conns[i];
+
+		if (c && c->active && atomic_load(&c->state) < KVF_CONN_DEAD &&
+		    !atomic_load(&c->teardown_req) && !strcmp(c->peer, peer)) {
+			kvf_conn_ref(c);
+			found = c;
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+	return found;
+}
+
+void kvf_conn_unlink(struct kvf_conn *c)
+{
+	struct kvf_rdma *t = c->t;
+	bool was = false;
+
+	pthread_mutex_lock(&t->lock);
+	if (t->conns[c->id % KVF_MAX_CONNS] == c) {
+		t->conns[c->id % KVF_MAX_CONNS] = NULL;
+		t->nconns--;
+		was = true;
+	}
+	pthread_mutex_unlock(&t->lock);
+	if (was)
+		kvf_conn_put(c);
+}
+
+static int alloc_buffers(struct kvf_conn *c)
+{
+	struct kvf_rdma *t = c->t;
+	const struct kvf_config *cfg = &t->cfg;
+	int rc;
+
+	c->rx_n = cfg->rq_depth;
+	c->tx_n = cfg->sq_depth < TX_BUFS_MAX ? cfg->sq_depth : TX_BUFS_MAX;
+	c->sig_cap = cfg->sq_depth + 1;
+	c->rx_buf = aligned_alloc(64, (size_t)c->rx_n * t->frame_max);
+	c->tx_buf = aligned_alloc(64, (size_t)c->tx_n * t->frame_max);
+	c->tx_free = calloc(c->tx_n, sizeof(*c->tx_free));
+	c->sig = calloc(c->sig_cap, sizeof(*c->sig));
+	c->wrs = calloc(cfg->sq_depth, sizeof(*c->wrs));
+	if (!c->rx_buf || !c->tx_buf || !c->tx_free || !c->sig || !c->wrs)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < c->tx_n; i++)
+		c->tx_free[c->tx_nfree++] = c->tx_n - 1 - i;
+	c->credits = cfg->sq_depth;
+	c->fq_tail = &c->fq_head;
+	rc = kvf_verbs_reg_mr(t->pd, c->rx_buf, (size_t)c->rx_n * t->frame_max,
+			      IBV_ACCESS_LOCAL_WRITE, "receive buffers", &c->rx_mr);
+	if (!rc)
+		rc = kvf_verbs_reg_mr(t->pd, c->tx_buf, (size_t)c->tx_n * t->frame_max, 0,
+				      "send buffers", &c->tx_mr);
+	return rc;
+}
+
+int kvf_conn_new(struct kvf_rdma *t, bool active, const char *peer, struct kvf_conn **out)
+{
+	struct kvf_conn *c = calloc(1, sizeof(*c));
+	int cqe = (int)(t->cfg.sq_depth + t->cfg.rq_depth + 2);
+	int rc;
+
+	if (!c)
+		return -ENOMEM;
+	c->t = t;
+	c->active = active;
+	snprintf(c->peer, sizeof(c->peer), "%s", peer);
+	pthread_mutex_init(&c->lock, NULL);
+	atomic_init(&c->refs, 2); /* the caller's and the table's */
+	atomic_init(&c->state, KVF_CONN_NEW);
+	c->created_ns = kvf_rdma_now_ns();
+	atomic_init(&c->last_heard_ns, c->created_ns);
+	rc = alloc_buffers(c);
+	if (rc)
+		goto fail;
+	c->cq = ibv_create_cq(t->ctx, cqe, c, t->cch, 0);
+	if (!c->cq) {
+		rc = -(errno ? errno : ENOMEM);
+		kvf_err("conn", "ibv_create_cq(%d entries): %s", cqe, strerror(-rc));
+		goto fail;
+	}
+	rc = table_insert(t, c);
+	if (rc) {
+		kvf_err("conn", "connection table full (%u): no connection to %s",
+			KVF_MAX_CONNS, peer);
+		goto fail;
+	}
+	*out = c;
+	return 0;
+fail:
+	conn_free(c);
+	return rc;
+}
+
+/* --------------------------------------------------- queue pair setup */
+
+int kvf_conn_post_recv(struct kvf_conn *c, uint32_t slot)
+{
+	struct ibv_sge sge = {
+		.addr = (uint64_t)(uintptr_t)(c->rx_buf + (size_t)slot * c->t->frame_max),
+		.length = c->t->frame_max,
+		.lkey = c->rx_mr->lkey,
+	};
+	struct ibv_recv_wr wr = {
+		.wr_id = kvf_wr_id(KVF_WR_RECV, c->id, slot),
+		.sg_list = &sge,
+		.num_sge = 1,
+	}, *bad;
+	int rc = ibv_post_recv(c->qp, &wr, &bad);
+
+	if (rc)
+		kvf_err("conn", "connection %u: ibv_post_recv: %s", c->id, strerror(rc));
+	return -rc;
+}
+
+static int create_qp(struct kvf_conn *c)
+{
+	const struct kvf_config *cfg = &c->t->cfg;
+	struct ibv_qp_init_attr attr = {
+		.send_cq = c->cq,
+		.recv_cq = c->cq,
+		.cap = {
+			/* One entry more each way: the drain markers of teardown. */
+			.max_send_wr = cfg->sq_depth + 1,
+			.max_recv_wr = cfg->rq_depth + 1,
+			.max_send_sge = c->t->max_sge,
+			.max_recv_sge = 1,
+		},
+		.qp_type = IBV_QPT_RC,
+	};
+	int rc;
+
+	if (rdma_create_qp(c->cm_id, c->t->pd, &attr)) {
+		rc = -errno;
+		kvf_err("conn", "connection %u: rdma_create_qp(sq %u, rq %u, sge %u): %s",
+			c->id, cfg->sq_depth + 1, cfg->rq_depth + 1, c->t->max_sge,
+			strerror(-rc));
+		return rc;
+	}
+	c->qp = c->cm_id->qp;
+	c->qp_num = c->qp->qp_num;
+	for (uint32_t i = 0; i < c->rx_n; i++) {
+		rc = kvf_conn_post_recv(c, i);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static void conn_param(struct kvf_rdma *t, struct rdma_conn_param *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->private_data = t->cm_priv;
+	p->private_data_len = sizeof(t->cm_priv);
+	/* Only RDMA WRITE and SEND are used: no read resources needed. */
+	p->responder_resources = 1;
+	p->initiator_depth = 1;
+	p->retry_count = (uint8_t)(t->cfg.retry_cnt > 7 ? 7 : t->cfg.retry_cnt);
+	p->rnr_retry_count = (uint8_t)(t->cfg.rnr_retry > 7 ? 7 : t->cfg.rnr_retry);
+}
+
+/* Options rdma_cm applies when it moves the QP through its states. */
+static void set_id_options(struct kvf_conn *c)
+{
+	const struct kvf_config *cfg = &c->t->cfg;
+	uint8_t tos = (uint8_t)cfg->traffic_class;
+	uint8_t timeout = (uint8_t)cfg->qp_timeout;
+
+	if (tos && rdma_set_option(c->cm_id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, sizeof(tos)))
+		kvf_warn("conn", "connection %u: traffic class %u not set: %s", c->id, tos,
+			 strerror(errno));
+	if (timeout && rdma_set_option(c->cm_id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT,
+				       &timeout, sizeof(timeout)))
+		kvf_warn("conn", "connection %u: qp_timeout %u not set: %s", c->id, timeout,
+			 strerror(errno));
+}
+
+/* --------------------------------------------------------- teardown */
+
+static void post_drain_markers(struct kvf_conn *c)
+{
+	struct ibv_send_wr swr = {
+		.wr_id = kvf_wr_id(KVF_WR_CTRL, c->id, KVF_DRAIN_SLOT),
+		.opcode = IBV_WR_SEND,
+		.send_flags = IBV_SEND_SIGNALED,
+	}, *sbad;
+	struct ibv_recv_wr rwr = {.wr_id = kvf_wr_id(KVF_WR_RECV, c->id, KVF_DRAIN_SLOT)}, *rbad;
+
+	/* In the error state these complete (flushed) after everything posted
+	 * before them: when both are seen, the queues are empty. */
+	if (ibv_post_send(c->qp, &swr, &sbad))
+		c->sq_drained = true;
+	if (ibv_post_recv(c->qp, &rwr, &rbad))
+		c->rq_drained = true;
+}
+
+void kvf_conn_teardown(struct kvf_conn *c, uint16_t reason, const char *why)
+{
+	struct kvf_event ev = {.kind = KVF_EV_PEER_LOST, .peer = c->id, .status = reason};
+	int st;
+
+	pthread_mutex_lock(&c->lock);
+	st = atomic_load(&c->state);
+	if (st >= KVF_CONN_DEAD) {
+		pthread_mutex_unlock(&c->lock);
+		return;
+	}
+	atomic_store(&c->state, KVF_CONN_DEAD);
+	if (c->qp) {
+		/* Synchronous: once it returns no inbound write can land. */
+		kvf_verbs_qp_to_error(c->qp);
+		post_drain_markers(c);
+	} else {
+		c->sq_drained = c->rq_drained = true;
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (c->cm_id && st >= KVF_CONN_CONNECTING)
+		rdma_disconnect(c->cm_id); /* tell the peer now, not at its timeout */
+	c->dead_ns = kvf_rdma_now_ns();
+	c->lost_reason = reason;
+	kvf_warn("conn", "connection %u (%s, qp 0x%x) down in %s: %s", c->id, c->peer,
+		 c->qp_num, kvf_conn_state_str(st), why);
+	kvf_rdma_push(c->t, &ev);
+}
+
+void kvf_conn_destroy(struct kvf_conn *c)
+{
+	pthread_mutex_lock(&c->lock);
+	atomic_store(&c->state, KVF_CONN_DESTROYED);
+	pthread_mutex_unlock(&c->lock);
+	if (c->qp)
+		rdma_destroy_qp(c->cm_id);
+	c->qp = NULL;
+	if (c->cm_id)
+		rdma_destroy_id(c->cm_id);
+	c->cm_id = NULL;
+	if (c->cq) {
+		if (c->cq_unacked)
+			ibv_ack_cq_events(c->cq, c->cq_unacked);
+		c->cq_unacked = 0;
+		ibv_destroy_cq(c->cq);
+	}
+	c->cq = NULL;
+	kvf_dbg("conn", "connection %u destroyed", c->id);
+}
+
+/* ------------------------------------------------- active side (decode) */
+
+static void fail_connect(struct kvf_conn *c, const char *step, int err)
+{
+	char why[160];
+
+	snprintf(why, sizeof(why), "%s: %s", step, strerror(err));
+	kvf_conn_teardown(c, KVF_FAIL_CONNECT, why);
+}
+
+static int resolve_peer(struct kvf_conn *c, struct addrinfo **ai)
+{
+	char host[KVF_CFG_STR + 64], *colon;
+	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+				 .ai_flags = AI_NUMERICSERV};
+	int rc;
+
+	snprintf(host, sizeof(host), "%s", c->peer);
+	colon = strrchr(host, ':');
+	if (!colon)
+		return -EINVAL;
+	*colon = '\0';
+	/* "[v6]:port" */
+	if (host[0] == '[' && colon[-1] == ']') {
+		colon[-1] = '\0';
+		memmove(host, host + 1, strlen(host));
+	}
+	rc = getaddrinfo(host, colon + 1, &hints, ai);
+	if (rc) {
+		kvf_err("conn", "peer %s: %s", c->peer, gai_strerror(rc));
+		return -EHOSTUNREACH;
+	}
+	return 0;
+}
+
+void kvf_conn_start(struct kvf_conn *c)
+{
+	struct kvf_rdma *t = c->t;
+	struct addrinfo *ai = NULL;
+	int rc;
+
+	atomic_store(&c->state, KVF_CONN_RESOLVING);
+	if (rdma_create_id(t->ech, &c->cm_id, (void *)(uintptr_t)c->id, RDMA_PS_TCP)) {
+		fail_connect(c, "rdma_create_id", errno);
+		return;
+	}
+	rc = resolve_peer(c, &ai);
+	if (rc) {
+		fail_connect(c, "resolving the peer address", -rc);
+		return;
+	}
+	set_id_options(c);
+	if (rdma_resolve_addr(c->cm_id, NULL, ai->ai_addr, (int)t->cfg.connect_timeout_ms))
+		fail_connect(c, "rdma_resolve_addr", errno);
+	freeaddrinfo(ai);
+}
+
+static void on_addr_resolved(struct kvf_conn *c)
+{
+	struct kvf_rdma *t = c->t;
+	char why[200];
+
+	if (c->cm_id->verbs != t->ctx) {
+		snprintf(why, sizeof(why), "the route to the peer uses device %s, the pool is on %s",
+			 c->cm_id->verbs ? ibv_get_device_name(c->cm_id->verbs->device) : "?",
+			 ibv_get_device_name(t->ctx->device));
+		kvf_conn_teardown(c, KVF_FAIL_CONNECT, why);
+		return;
+	}
+	if (rdma_resolve_route(c->cm_id, (int)t->cfg.connect_timeout_ms))
+		fail_connect(c, "rdma_resolve_route", errno);
+}
+
+static void on_route_resolved(struct kvf_conn *c)
+{
+	struct rdma_conn_param p;
+	int rc = create_qp(c);
+
+	if (rc) {
+		fail_connect(c, "creating the queue pair", -rc);
+		return;
+	}
+	atomic_store(&c->state, KVF_CONN_CONNECTING);
+	conn_param(c->t, &p);
+	if (rdma_connect(c->cm_id, &p))
+		fail_connect(c, "rdma_connect", errno);
+}
+
+/* The passive side checked our token; we check its answer the same way. */
+static int check_peer_hello(struct kvf_conn *c, const void *pd, size_t len,
+			    enum kvf_rej_code *code, char *why, size_t wlen)
+{
+	struct kvf_cm_hello h;
+
+	if (kvf_proto_decode_cm(pd, len, &h, why, wlen)) {
+		*code = KVF_REJ_MALFORMED;
+		return -EPROTO;
+	}
+	if (h.version != KVF_PROTO_VERSION) {
+		*code = KVF_REJ_VERSION;
+		snprintf(why, wlen, "peer %s speaks protocol %u, we speak %u", h.engine_id,
+			 h.version, KVF_PROTO_VERSION);
+		return -EPROTO;
+	}
+	if (memcmp(h.token_hash, c->t->token_hash, sizeof(h.token_hash))) {
+		*code = KVF_REJ_TOKEN;
+		snprintf(why, wlen, "peer %s has a different auth token", h.engine_id);
+		return -EACCES;
+	}
+	c->peer_frame_max = h.frame_max;
+	return 0;
+}
+
+static void on_established(struct kvf_conn *c, const struct rdma_cm_event *ev)
+{
+	enum kvf_rej_code code;
+	char why[160];
+
+	if (c->active && check_peer_hello(c, ev->param.conn.private_data,
+					  ev->param.conn.private_data_len, &code, why, sizeof(why))) {
+		kvf_err("conn", "connection %u to %s: %s", c->id, c->peer, why);
+		kvf_conn_teardown(c, KVF_FAIL_CONNECT, why);
+		return;
+	}
+	atomic_store(&c->last_heard_ns, kvf_rdma_now_ns());
+	pthread_mutex_lock(&c->lock);
+	if (atomic_load(&c->state) < KVF_CONN_DEAD)
+		atomic_store_explicit(&c->state, KVF_CONN_ESTABLISHED, memory_order_release);
+	pthread_mutex_unlock(&c->lock);
+	kvf_info("conn", "connection %u %s %s established (qp 0x%x)", c->id,
+		 c->active ? "to" : "from", c->peer, c->qp_num);
+	kvf_rdma_wake(c->t); /* nothing waits on it, but keeps the loop prompt */
+}
+
+/* --------------------------------------------- passive side (prefill) */
+
+static void peer_addr_str(struct rdma_cm_id *id, char *out, size_t len)
+{
+	struct sockaddr *sa = rdma_get_peer_addr(id);
+	char host[INET6_ADDRSTRLEN] = "?";
+	uint16_t port = 0;
+
+	if (sa && sa->sa_family == AF_INET) {
+		struct sockaddr_in *in = (struct sockaddr_in *)sa;
+
+		inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+		port = ntohs(in->sin_port);
+	} else if (sa && sa->sa_family == AF_INET6) {
+		struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)sa;
+
+		inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+		port = ntohs(in6->sin6_port);
+	}
+	snprintf(out, len, "%s:%u", host, port);
+}
+
+static struct rdma_cm_id *reject(struct rdma_cm_id *id, const char *from,
+				 enum kvf_rej_code code, const char *why)
+{
+	uint8_t rej[KVF_PROTO_REJ_LEN];
+
+	kvf_proto_encode_rej(rej, code, why);
+	kvf_warn("conn", "rejected connection from %s: %s (%s)", from, kvf_rej_code_str(code), why);
+	rdma_reject(id, rej, sizeof(rej));
+	return id; /* destroyed by the caller once the event is acked */
+}
+
+static struct rdma_cm_id *on_connect_request(struct kvf_rdma *t, struct rdma_cm_event *ev)
+{
+	struct rdma_cm_id *id = ev->id;
+	struct kvf_conn tmp = {.t = t}, *c;
+	struct rdma_conn_param p;
+	enum kvf_rej_code code;
+	char from[INET6_ADDRSTRLEN + 8], why[160];
+	int rc;
+
+	peer_addr_str(id, from, sizeof(from));
+	if (atomic_load(&t->dev_dead))
+		return reject(id, from, KVF_REJ_RESOURCES, "device failed");
+	if (id->verbs != t->ctx)
+		return reject(id, from, KVF_REJ_RESOURCES, "arrived on another device");
+	if (check_peer_hello(&tmp, ev->param.conn.private_data, ev->param.conn.private_data_len,
+			     &code, why, sizeof(why)))
+		return reject(id, from, code, why);
+	rc = kvf_conn_new(t, false, from, &c);
+	if (rc)
+		return reject(id, from, KVF_REJ_RESOURCES, strerror(-rc));
+	c->cm_id = id;
+	id->context = (void *)(uintptr_t)c->id;
+	c->peer_frame_max = tmp.peer_frame_max;
+	atomic_store(&c->state, KVF_CONN_CONNECTING);
+	if (kvf_poller_adopt(t, c) || create_qp(c)) {
+		if (c->qp)
+			rdma_destroy_qp(id);
+		c->qp = NULL;
+		c->cm_id = NULL; /* the caller destroys the id */
+		kvf_conn_teardown(c, KVF_FAIL_CONNECT, "could not set up the queue pair");
+		kvf_conn_put(c);
+		return reject(id, from, KVF_REJ_RESOURCES, "queue pair setup");
+	}
+	conn_param(t, &p);
+	set_id_options(c);
+	if (rdma_accept(id, &p))
+		fail_connect(c, "rdma_accept", errno);
+	kvf_conn_put(c);
+	return NULL;
+}
+
+/* ------------------------------------------------------- cm events */
+
+static uint16_t cm_fail_reason(enum rdma_cm_event_type e)
+{
+	switch (e) {
+	case RDMA_CM_EVENT_DISCONNECTED:
+		return KVF_FAIL_PEER_LOST;
+	case RDMA_CM_EVENT_DEVICE_REMOVAL:
+		return KVF_FAIL_DEVICE;
+	default:
+		return KVF_FAIL_CONNECT;
+	}
+}
+
+static void on_failure_event(struct kvf_conn *c, struct rdma_cm_event *ev)
+{
+	char why[200], rej[80];
+
+	if (ev->event == RDMA_CM_EVENT_REJECTED) {
+		kvf_proto_decode_rej(ev->param.conn.private_data, ev->param.conn.private_data_len,
+				     rej, sizeof(rej));
+		snprintf(why, sizeof(why), "rejected by peer: %s", rej);
+		kvf_err("conn", "connection %u to %s %s", c->id, c->peer, why);
+	} else if (ev->event == RDMA_CM_EVENT_DISCONNECTED) {
+		snprintf(why, sizeof(why), "peer disconnected");
+	} else {
+		snprintf(why, sizeof(why), "%s (status %d%s%s)", rdma_event_str(ev->event),
+			 ev->status, ev->status < 0 ? ": " : "",
+			 ev->status < 0 ? strerror(-ev->status) : "");
+	}
+	if (ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL)
+		atomic_store(&c->t->dev_dead, true);
+	kvf_conn_teardown(c, cm_fail_reason(ev->event), why);
+}
+
+struct rdma_cm_id *kvf_conn_cm_event(struct kvf_rdma *t, struct rdma_cm_event *ev)
+{
+	struct kvf_conn *c;
+
+	if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST)
+		return on_connect_request(t, ev);
+	c = kvf_conn_get(t, (uint32_t)(uintptr_t)ev->id->context);
+	if (!c) {
+		kvf_dbg("conn", "%s for a connection already gone", rdma_event_str(ev->event));
+		return NULL;
+	}
+	switch (ev->event) {
+	case RDMA_CM_EVENT_ADDR_RESOLVED:
+		on_addr_resolved(c);
+		break;
+	case RDMA_CM_EVENT_ROUTE_RESOLVED:
+		on_route_resolved(c);
+		break;
+	case RDMA_CM_EVENT_ESTABLISHED:
+		on_established(c, ev);
+		break;
+	case RDMA_CM_EVENT_ADDR_ERROR:
+	case RDMA_CM_EVENT_ROUTE_ERROR:
+	case RDMA_CM_EVENT_CONNECT_ERROR:
+	case RDMA_CM_EVENT_UNREACHABLE:
+	case RDMA_CM_EVENT_REJECTED:
+	case RDMA_CM_EVENT_DISCONNECTED:
+	case RDMA_CM_EVENT_DEVICE_REMOVAL:
+		on_failure_event(c, ev);
+		break;
+	default:
+		kvf_dbg("conn", "connection %u: %s", c->id, rdma_event_str(ev->event));
+		break;
+	}
+	kvf_conn_put(c);
+	return NULL;
+}

@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* One connection to a peer engine: an rdma_cm id, one RC queue pair, its
+ * own completion queue, registered control buffers.
+ *
+ * Lifecycle (every transition on the poller thread, under conn->lock):
+ *   NEW -> RESOLVING -> CONNECTING -> ESTABLISHED -> DEAD -> DESTROYED
+ * The passive side starts at CONNECTING (a connect request accepted). DEAD
+ * is entered once, by kvf_conn_teardown, which moves the QP to error (nothing
+ * more lands, everything posted flushes) and pushes KVF_EV_PEER_LOST; the QP,
+ * id and CQ are destroyed when the flush has drained. The struct is freed
+ * when the last reference goes (table, poller list, a scheduler op). */
+#ifndef KVF_CONN_H
+#define KVF_CONN_H
+
+#include <pthread.h>
+#include <rdma/rdma_cma.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "proto.h"
+#include "rdma.h"
+
+enum kvf_conn_state {
+	KVF_CONN_NEW = 0,     /* active side: created by the scheduler, not started */
+	KVF_CONN_RESOLVING,   /* active side: address and route resolution */
+	KVF_CONN_CONNECTING,  /* QP exists; connect sent or request being accepted */
+	KVF_CONN_ESTABLISHED, /* frames and writes may be posted */
+	KVF_CONN_DEAD,        /* torn down; PEER_LOST pushed; draining */
+	KVF_CONN_DESTROYED,   /* QP, id and CQ gone; waiting for the last ref */
+	KVF_CONN_NUM_STATES
+};
+const char *kvf_conn_state_str(int s);
+
+/* A write waiting for send-queue room: one RDMA WRITE work request. */
+#define KVF_WD_SIGNALED 1u
+#define KVF_WD_IMM 2u
+struct kvf_wdesc {
+	uint64_t wr_id;
+	uint64_t raddr;
+	uint32_t rkey;
+	uint32_t imm;
+	uint8_t flags;
+	uint8_t nsge;
+	struct ibv_sge sge[KVF_MAX_SGE];
+};
+
+/* A control frame waiting for a send buffer. */
+struct kvf_pframe {
+	struct kvf_pframe *next;
+	uint32_t len;
+	uint8_t data[];
+};
+
+/* What the peer's HELLO told us; written once by the poller before any
+ * ROOM_INFO of that peer is pushed, so the ring orders it for the reader. */
+struct kvf_peer_pool {
+	uint32_t nbufs;
+	uint32_t nblocks;
+	struct kvf_hello_buf bufs[];
+};
+
+#define KVF_DRAIN_SLOT KVF_SLOT_MASK /* wr_id slot of the drain markers */
+
+struct kvf_conn {
+	uint32_t id;
+	atomic_int refs;
+	struct kvf_rdma *t;
+	bool active;                   /* we connected (decode side) */
+	char peer[KVF_CFG_STR + 64];   /* "host:port" asked for, or the remote address */
+
+	pthread_mutex_t lock;          /* state, and every post to the send queue */
+	atomic_int state;              /* enum kvf_conn_state */
+	struct rdma_cm_id *cm_id;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	uint32_t qp_num;
+
+	/* Receive side: poller only. */
+	uint8_t *rx_buf;
+	struct ibv_mr *rx_mr;
+	uint32_t rx_n;
+	uint32_t cq_unacked;           /* completion-channel events not yet acked */
+	bool sq_drained, rq_drained;
+	uint64_t created_ns, dead_ns;
+	uint16_t lost_reason;          /* enum kvf_fail_reason pushed with PEER_LOST */
+	_Atomic(struct kvf_peer_pool *) peer_pool;
+	atomic_uint_fast64_t last_heard_ns;
+	uint32_t peer_frame_max;       /* set before ESTABLISHED is published */
+	atomic_int teardown_req;       /* a fail reason the scheduler asked for, 0 none */
+
+	/* Send side: scheduler only. */
+	uint8_t *tx_buf;
+	struct ibv_mr *tx_mr;
+	uint32_t tx_n;
+	uint32_t *tx_free;
+	uint32_t tx_nfree;
+	uint32_t credits;              /* free send-queue entries */
+	uint32_t *sig;                 /* per signaled WR in flight: entries it frees */
+	uint32_t sig_head, sig_tail, sig_cap;
+	struct kvf_wdesc *pend;        /* writes waiting for credits, FIFO */
+	size_t pend_head, pend_tail, pend_cap;
+	struct kvf_pframe *fq_head, **fq_tail;
+	bool hello_sent;
+	uint64_t last_hb_ns;
+	struct ibv_send_wr *wrs;       /* scratch for one post, sq_depth entries */
+};
+
+/* ------------------------------------------------ table (either thread) */
+
+/* Allocate a connection with its buffers and CQ and put it in the table.
+ * Returns 0 and *out holding one reference for the caller (the table holds
+ * another), or -ENOMEM, -ENOSPC (table full), -errno from verbs. */
+int kvf_conn_new(struct kvf_rdma *t, bool active, const char *peer, struct kvf_conn **out);
+/* A reference to connection id, or NULL. */
+struct kvf_conn *kvf_conn_get(struct kvf_rdma *t, uint32_t id);
+/* A reference to the live (not DEAD) active connection to peer, or NULL. */
+struct kvf_conn *kvf_conn_find_peer(struct kvf_rdma *t, const char *peer);
+void kvf_conn_ref(struct kvf_conn *c);
+void kvf_conn_put(struct kvf_conn *c);
+/* Drop the table's reference. */
+void kvf_conn_unlink(struct kvf_conn *c);
+
+/* ------------------------------------------------------ poller thread */
+
+/* Start an active connection: create the id, resolve the address. */
+void kvf_conn_start(struct kvf_conn *c);
+/* Handle one rdma_cm event (not yet acked). Returns an id the caller must
+ * destroy after acking the event (a rejected request), or NULL. */
+struct rdma_cm_id *kvf_conn_cm_event(struct kvf_rdma *t, struct rdma_cm_event *ev);
+/* Tear down once: QP to error, drain markers, disconnect, PEER_LOST with
+ * reason (enum kvf_fail_reason). Later calls do nothing. */
+void kvf_conn_teardown(struct kvf_conn *c, uint16_t reason, const char *why);
+/* Destroy QP, id and CQ of a DEAD connection (drained or given up). */
+void kvf_conn_destroy(struct kvf_conn *c);
+/* Post receive buffer slot. 0 or -errno. */
+int kvf_conn_post_recv(struct kvf_conn *c, uint32_t slot);
+
+#endif

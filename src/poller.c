@@ -1,0 +1,492 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "poller.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <kvferry/kvferry.h>
+
+#include "conn.h"
+#include "log.h"
+#include "verbs.h"
+
+#define CQ_ACK_BATCH 64u
+#define HOUSEKEEP_NS 1000000ull       /* liveness and sweep, every 1 ms */
+#define FD_CHECK_NS 200000ull         /* cm/async/wake fds while busy */
+#define DRAIN_GIVE_UP_NS 2000000000ull /* destroy a DEAD conn anyway after 2 s */
+#define SLEEP_MAX_MS 100
+
+struct poller {
+	struct kvf_rdma *t;
+	struct ibv_wc *wcs;
+	uint32_t batch;
+	uint32_t hello_max_bufs;
+};
+
+int kvf_poller_adopt(struct kvf_rdma *t, struct kvf_conn *c)
+{
+	struct kvf_conn **p = realloc(t->plist, (t->np + 1) * sizeof(*p));
+
+	if (!p)
+		return -ENOMEM;
+	t->plist = p;
+	kvf_conn_ref(c);
+	t->plist[t->np++] = c;
+	return 0;
+}
+
+/* ------------------------------------------------------------ frames */
+
+static void bad_frame(struct kvf_conn *c, bool names_room, uint64_t room_id, const char *detail)
+{
+	struct kvf_event ev = {
+		.kind = KVF_EV_BAD_FRAME,
+		.role = c->active ? KVF_RECEIVER : KVF_SENDER,
+		.peer = c->id,
+		.key = names_room ? room_id : 0,
+	};
+	char *msg = malloc(256);
+
+	if (msg)
+		snprintf(msg, 256, "from %s: %s", c->peer, detail);
+	ev.data = msg;
+	kvf_warn("poller", "connection %u: bad frame from %s: %s", c->id, c->peer, detail);
+	kvf_rdma_push(c->t, &ev);
+	/* A frame that names no room: nothing on this connection can be
+	 * trusted any more. */
+	if (!names_room)
+		kvf_conn_teardown(c, KVF_FAIL_PEER_LOST, "malformed frame naming no room");
+}
+
+static void on_hello(struct kvf_conn *c, const struct kvf_frame *f)
+{
+	struct kvf_peer_pool *pp;
+
+	if (atomic_load_explicit(&c->peer_pool, memory_order_relaxed)) {
+		kvf_warn("poller", "connection %u: second HELLO from %s ignored", c->id, c->peer);
+		return;
+	}
+	pp = malloc(sizeof(*pp) + f->hello.nbufs * sizeof(pp->bufs[0]));
+	if (!pp) {
+		kvf_conn_teardown(c, KVF_FAIL_PEER_LOST, "no memory for the peer's pool layout");
+		return;
+	}
+	pp->nbufs = f->hello.nbufs;
+	pp->nblocks = f->hello.nblocks;
+	for (uint32_t i = 0; i < pp->nbufs; i++)
+		kvf_proto_hello_buf(f, i, &pp->bufs[i]);
+	/* Release: pairs with the acquire load in post_writes; the ring push of
+	 * the ROOM_INFO that follows orders it as well. */
+	atomic_store_explicit(&c->peer_pool, pp, memory_order_release);
+	kvf_info("poller", "connection %u: peer %s (%s) pool %" PRIu32 " buffers x %" PRIu32
+		 " blocks", c->id, f->hello.engine_id, c->peer, pp->nbufs, pp->nblocks);
+}
+
+static void on_room_info(struct kvf_conn *c, const struct kvf_frame *f)
+{
+	uint32_t n = f->room_info.nblocks;
+	struct kvf_peer_info *pi = malloc(sizeof(*pi) + n * sizeof(pi->blocks[0]));
+	struct kvf_event ev = {.kind = KVF_EV_PEER_INFO, .role = KVF_SENDER, .peer = c->id,
+			       .key = f->room_id};
+
+	if (!pi) {
+		bad_frame(c, true, f->room_id, "no memory for ROOM_INFO");
+		return;
+	}
+	pi->room_id = f->room_id;
+	pi->recv_handle = f->room_info.recv_handle;
+	pi->peer = c->id;
+	pi->nblocks = n;
+	for (uint32_t i = 0; i < n; i++)
+		pi->blocks[i] = kvf_proto_block(f, i);
+	ev.data = pi;
+	kvf_rdma_push(c->t, &ev);
+}
+
+static void on_frame(struct poller *p, struct kvf_conn *c, uint32_t slot, uint32_t len)
+{
+	const uint8_t *buf = c->rx_buf + (size_t)slot * p->t->frame_max;
+	struct kvf_peer_pool *pp = atomic_load_explicit(&c->peer_pool, memory_order_relaxed);
+	struct kvf_proto_limits lim = {
+		.max_blocks = p->t->cfg.max_blocks_per_room,
+		.max_bufs = p->hello_max_bufs,
+		.nblocks = pp ? pp->nblocks : 0,
+	};
+	struct kvf_event ev = {.peer = c->id};
+	struct kvf_frame f;
+	char detail[200];
+	bool names;
+
+	if (kvf_proto_decode(buf, len, &lim, &f, &names, detail, sizeof(detail))) {
+		bad_frame(c, names, f.room_id, detail);
+		return;
+	}
+	switch (f.type) {
+	case KVF_FR_HELLO:
+		on_hello(c, &f);
+		break;
+	case KVF_FR_ROOM_INFO:
+		on_room_info(c, &f);
+		break;
+	case KVF_FR_ABORT:
+		ev.kind = KVF_EV_PEER_ABORT;
+		ev.role = f.abort.to_role;
+		ev.status = f.abort.reason;
+		ev.key = f.room_id;
+		kvf_rdma_push(p->t, &ev);
+		break;
+	case KVF_FR_ABORT_ACK:
+		ev.kind = KVF_EV_ABORT_ACK;
+		ev.role = KVF_RECEIVER;
+		ev.key = f.room_id;
+		kvf_rdma_push(p->t, &ev);
+		break;
+	default: /* HEARTBEAT: being heard is all it says */
+		break;
+	}
+}
+
+/* ------------------------------------------------------- completions */
+
+static void on_recv(struct poller *p, struct kvf_conn *c, const struct ibv_wc *wc)
+{
+	uint32_t slot = kvf_wr_slot(wc->wr_id);
+	char why[160];
+
+	if (slot == KVF_DRAIN_SLOT) {
+		c->rq_drained = true;
+		return;
+	}
+	if (wc->status != IBV_WC_SUCCESS) {
+		snprintf(why, sizeof(why), "receive completed with %s (vendor_err 0x%x)",
+			 ibv_wc_status_str(wc->status), wc->vendor_err);
+		kvf_conn_teardown(c, KVF_FAIL_PEER_LOST, why);
+		return;
+	}
+	atomic_store_explicit(&c->last_heard_ns, kvf_rdma_now_ns(), memory_order_relaxed);
+	if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+		uint32_t imm = ntohl(wc->imm_data);
+		struct kvf_event ev = {
+			.kind = KVF_EV_DATA_DONE,
+			.role = KVF_RECEIVER,
+			.peer = c->id,
+			.key = (imm & ((1u << KVF_IMM_SLOT_BITS) - 1)) |
+			       (uint64_t)(imm >> KVF_IMM_SLOT_BITS) << 32,
+		};
+
+		kvf_rdma_push(p->t, &ev);
+	} else {
+		on_frame(p, c, slot, wc->byte_len);
+	}
+	/* The poller owns the receive queue: the buffer goes straight back. */
+	if (atomic_load(&c->state) < KVF_CONN_DEAD && kvf_conn_post_recv(c, slot))
+		kvf_conn_teardown(c, KVF_FAIL_PEER_LOST, "could not repost a receive");
+}
+
+static void on_send(struct poller *p, struct kvf_conn *c, const struct ibv_wc *wc)
+{
+	struct kvf_event ev = {
+		.kind = KVF_EV_WC,
+		.status = (uint16_t)wc->status,
+		.peer = c->id,
+		.key = wc->wr_id,
+		.aux = (uint64_t)wc->vendor_err << 32 | wc->qp_num,
+	};
+	char why[200];
+
+	if (kvf_wr_kind(wc->wr_id) == KVF_WR_CTRL && kvf_wr_slot(wc->wr_id) == KVF_DRAIN_SLOT) {
+		c->sq_drained = true;
+		return;
+	}
+	if (wc->status == IBV_WC_SUCCESS)
+		atomic_store_explicit(&c->last_heard_ns, kvf_rdma_now_ns(), memory_order_relaxed);
+	kvf_rdma_push(p->t, &ev);
+	if (wc->status != IBV_WC_SUCCESS && wc->status != IBV_WC_WR_FLUSH_ERR) {
+		/* The WC itself fails its room (pushed first, so that reason
+		 * wins); the QP is in error, so the connection is gone too. */
+		snprintf(why, sizeof(why), "%s (vendor_err 0x%x, qp 0x%x): %s",
+			 ibv_wc_status_str(wc->status), wc->vendor_err, wc->qp_num,
+			 kvf_wc_hint(wc->status));
+		kvf_conn_teardown(c, KVF_FAIL_PEER_LOST, why);
+	}
+}
+
+static int poll_cq(struct poller *p, struct kvf_conn *c)
+{
+	int n;
+
+	if (!c->cq)
+		return 0;
+	n = ibv_poll_cq(c->cq, (int)p->batch, p->wcs);
+	if (n < 0) {
+		kvf_conn_teardown(c, KVF_FAIL_DEVICE, "ibv_poll_cq failed");
+		return 0;
+	}
+	for (int i = 0; i < n; i++) {
+		if (kvf_wr_kind(p->wcs[i].wr_id) == KVF_WR_RECV)
+			on_recv(p, c, &p->wcs[i]);
+		else
+			on_send(p, c, &p->wcs[i]);
+	}
+	return n;
+}
+
+static int poll_all(struct poller *p)
+{
+	int busy = 0;
+
+	for (uint32_t i = 0; i < p->t->np; i++)
+		busy += poll_cq(p, p->t->plist[i]);
+	return busy;
+}
+
+/* ------------------------------------------------------- fd handlers */
+
+static void on_cm_events(struct kvf_rdma *t)
+{
+	struct rdma_cm_event *ev;
+
+	while (!rdma_get_cm_event(t->ech, &ev)) {
+		struct rdma_cm_id *doomed = kvf_conn_cm_event(t, ev);
+
+		rdma_ack_cm_event(ev);
+		/* After the ack: rdma_destroy_id waits for its events' acks. */
+		if (doomed)
+			rdma_destroy_id(doomed);
+	}
+}
+
+static struct kvf_conn *by_qp_num(struct kvf_rdma *t, uint32_t qp_num)
+{
+	for (uint32_t i = 0; i < t->np; i++)
+		if (t->plist[i]->qp && t->plist[i]->qp_num == qp_num)
+			return t->plist[i];
+	return NULL;
+}
+
+static void on_async_events(struct kvf_rdma *t)
+{
+	struct ibv_async_event ae;
+	char why[128];
+
+	while (!ibv_get_async_event(t->ctx, &ae)) {
+		enum kvf_async_class cls = kvf_async_classify(ae.event_type);
+		struct kvf_conn *c;
+
+		snprintf(why, sizeof(why), "async event %s on %s",
+			 ibv_event_type_str(ae.event_type), ibv_get_device_name(t->ctx->device));
+		if (cls == KVF_ASYNC_QP_FATAL) {
+			c = by_qp_num(t, ae.element.qp->qp_num);
+			if (c)
+				kvf_conn_teardown(c, KVF_FAIL_DEVICE, why);
+		} else if (cls == KVF_ASYNC_DEV_FATAL) {
+			kvf_err("poller", "%s: failing every connection", why);
+			if (ae.event_type == IBV_EVENT_DEVICE_FATAL)
+				atomic_store(&t->dev_dead, true);
+			for (uint32_t i = 0; i < t->np; i++)
+				kvf_conn_teardown(t->plist[i], KVF_FAIL_DEVICE, why);
+		} else {
+			kvf_info("poller", "%s", why);
+		}
+		ibv_ack_async_event(&ae);
+	}
+}
+
+static void on_cq_events(struct kvf_rdma *t)
+{
+	struct ibv_cq *cq;
+	void *ctx;
+
+	while (!ibv_get_cq_event(t->cch, &cq, &ctx)) {
+		struct kvf_conn *c = ctx;
+
+		/* Acked in batches: each ack takes a lock in the library. */
+		if (++c->cq_unacked >= CQ_ACK_BATCH) {
+			ibv_ack_cq_events(cq, c->cq_unacked);
+			c->cq_unacked = 0;
+		}
+	}
+}
+
+/* Connections the scheduler created: adopt and start them here, so every
+ * rdma_cm call stays on this thread. */
+static void start_new_conns(struct kvf_rdma *t)
+{
+	struct kvf_conn *fresh[64];
+	uint32_t n = 0;
+
+	if (!atomic_exchange(&t->new_conns, false))
+		return;
+	pthread_mutex_lock(&t->lock);
+	for (uint32_t i = 0; i < KVF_MAX_CONNS && n < 64; i++) {
+		struct kvf_conn *c = t->conns[i];
+
+		if (c && c->active && !c->cm_id && atomic_load(&c->state) == KVF_CONN_NEW) {
+			kvf_conn_ref(c);
+			fresh[n++] = c;
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+	if (n == 64)
+		atomic_store(&t->new_conns, true); /* more next round */
+	for (uint32_t i = 0; i < n; i++) {
+		if (kvf_poller_adopt(t, fresh[i]))
+			kvf_conn_teardown(fresh[i], KVF_FAIL_CONNECT, "out of memory");
+		else if (atomic_load(&t->dev_dead))
+			kvf_conn_teardown(fresh[i], KVF_FAIL_DEVICE, "the device failed");
+		else
+			kvf_conn_start(fresh[i]);
+		kvf_conn_put(fresh[i]);
+	}
+}
+
+static void on_wake(struct kvf_rdma *t)
+{
+	uint64_t v;
+
+	if (read(t->wake_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		kvf_dbg("poller", "wake read: %s", strerror(errno));
+	start_new_conns(t);
+}
+
+static void handle_fds(struct kvf_rdma *t, int timeout_ms)
+{
+	struct pollfd fds[4] = {
+		{.fd = t->cch->fd, .events = POLLIN},
+		{.fd = t->ech->fd, .events = POLLIN},
+		{.fd = t->ctx->async_fd, .events = POLLIN},
+		{.fd = t->wake_fd, .events = POLLIN},
+	};
+
+	if (poll(fds, 4, timeout_ms) <= 0)
+		return;
+	if (fds[0].revents)
+		on_cq_events(t);
+	if (fds[1].revents)
+		on_cm_events(t);
+	if (fds[2].revents)
+		on_async_events(t);
+	if (fds[3].revents)
+		on_wake(t);
+}
+
+/* ------------------------------------------------------ housekeeping */
+
+static void check_conn(struct kvf_rdma *t, struct kvf_conn *c, uint64_t now)
+{
+	const struct kvf_config *cfg = &t->cfg;
+	int st = atomic_load(&c->state);
+	int req = atomic_load(&c->teardown_req);
+	uint64_t heard = atomic_load_explicit(&c->last_heard_ns, memory_order_relaxed);
+	uint64_t limit = (uint64_t)cfg->heartbeat_misses * cfg->heartbeat_interval_ms * 1000000ull;
+	char why[160];
+
+	if (req && st < KVF_CONN_DEAD) {
+		kvf_conn_teardown(c, (uint16_t)req, "torn down by the engine");
+	} else if (st == KVF_CONN_ESTABLISHED && limit && now - heard > limit) {
+		snprintf(why, sizeof(why), "nothing heard for %" PRIu64 " ms (%u heartbeats of %u ms)",
+			 (now - heard) / 1000000, cfg->heartbeat_misses, cfg->heartbeat_interval_ms);
+		kvf_conn_teardown(c, KVF_FAIL_PEER_LOST, why);
+	} else if (st < KVF_CONN_ESTABLISHED && cfg->connect_timeout_ms &&
+		   now - c->created_ns > cfg->connect_timeout_ms * 1000000ull) {
+		snprintf(why, sizeof(why), "not connected after %u ms (rdma.connect_timeout_ms)",
+			 cfg->connect_timeout_ms);
+		kvf_conn_teardown(c, KVF_FAIL_CONNECT, why);
+	}
+}
+
+static bool drained(const struct kvf_conn *c, uint64_t now)
+{
+	if (atomic_load(&c->state) != KVF_CONN_DEAD)
+		return false;
+	if (c->sq_drained && c->rq_drained)
+		return true;
+	if (now - c->dead_ns > DRAIN_GIVE_UP_NS) {
+		kvf_warn("poller", "connection %u: flush not drained after 2 s (sq %d, rq %d); "
+			 "destroying it anyway", c->id, c->sq_drained, c->rq_drained);
+		return true;
+	}
+	return false;
+}
+
+static void housekeeping(struct kvf_rdma *t, uint64_t now)
+{
+	for (uint32_t i = 0; i < t->np;) {
+		struct kvf_conn *c = t->plist[i];
+
+		check_conn(t, c, now);
+		if (!drained(c, now)) {
+			i++;
+			continue;
+		}
+		kvf_conn_destroy(c);
+		t->plist[i] = t->plist[--t->np];
+		kvf_conn_unlink(c);
+		kvf_conn_put(c);
+	}
+}
+
+/* ----------------------------------------------------------- the loop */
+
+/* Arm every CQ, look once more (a completion may have slipped in before
+ * the arm), then sleep on the fds. */
+static void sleep_until_work(struct poller *p, int timeout_ms)
+{
+	struct kvf_rdma *t = p->t;
+
+	for (uint32_t i = 0; i < t->np; i++)
+		if (t->plist[i]->cq)
+			ibv_req_notify_cq(t->plist[i]->cq, 0);
+	if (poll_all(p))
+		return;
+	handle_fds(t, timeout_ms);
+}
+
+static int sleep_ms(const struct kvf_config *cfg)
+{
+	int ms = cfg->heartbeat_interval_ms ? (int)cfg->heartbeat_interval_ms / 4 : SLEEP_MAX_MS;
+
+	return ms < 1 ? 1 : ms > SLEEP_MAX_MS ? SLEEP_MAX_MS : ms;
+}
+
+void *kvf_poller_main(void *arg)
+{
+	struct poller p = {.t = arg};
+	struct kvf_rdma *t = p.t;
+	uint64_t idle_ns = (uint64_t)t->cfg.poll_idle_us * 1000;
+	uint64_t idle_since, last_fd = 0, last_house = 0;
+
+	p.batch = t->cfg.poll_batch ? t->cfg.poll_batch : 32;
+	p.hello_max_bufs = (uint32_t)((t->frame_max - KVF_PROTO_HELLO_FIXED) / KVF_PROTO_HELLO_BUF_LEN);
+	p.wcs = calloc(p.batch, sizeof(*p.wcs));
+	if (!p.wcs) {
+		kvf_err("poller", "no memory for %u work completions", p.batch);
+		return NULL;
+	}
+	idle_since = kvf_rdma_now_ns();
+	while (!atomic_load_explicit(&t->stop, memory_order_acquire)) {
+		int busy = poll_all(&p);
+		uint64_t now = kvf_rdma_now_ns();
+
+		if (busy)
+			idle_since = now;
+		if (!busy || now - last_fd >= FD_CHECK_NS) {
+			handle_fds(t, 0);
+			last_fd = now;
+		}
+		if (now - last_house >= HOUSEKEEP_NS) {
+			housekeeping(t, now);
+			last_house = now;
+		}
+		if (!busy && now - idle_since >= idle_ns)
+			sleep_until_work(&p, sleep_ms(&t->cfg));
+	}
+	free(p.wcs);
+	return NULL;
+}

@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The ibverbs + rdma_cm transport: the implementation of the transport seam
+ * (transport.h). kvf_engine_open calls kvf_rdma_create; everything else goes
+ * through the ops.
+ *
+ * Threads. Ops run on the scheduler thread; the poller thread (poller.c)
+ * owns the rdma_cm channel, the completion queues, the receive queues and
+ * every connection's setup and teardown. They share the connection table
+ * (t->lock) and, per connection, the state and the send queue (conn->lock).
+ * Only the poller pushes to the ring. */
+#ifndef KVF_RDMA_H
+#define KVF_RDMA_H
+
+#include <pthread.h>
+#include <rdma/rdma_cma.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "ring.h"
+#include "transport.h"
+
+struct kvf_conn;
+struct kvf_pool;
+
+/*
+ * Create the transport: pick the device, allocate the protection domain,
+ * listen on cfg->listen_addr:listen_port when set, start the poller thread.
+ * Returns 0 with *ops and *t, or -EINVAL (bad config), -ENOMEM, -ENODEV (no
+ * device/port as configured, logged), -EADDRINUSE, or -errno from verbs or
+ * rdma_cm (logged).
+ */
+int kvf_rdma_create(const struct kvf_config *cfg, struct kvf_ring *ring,
+		    const struct kvf_transport_ops **ops, void **t);
+
+/* ---------------------------------------------------------- internals */
+
+#define KVF_MAX_CONNS 1024u
+#define KVF_MAX_SGE 4u
+
+struct kvf_rdma {
+	struct kvf_config cfg;
+	struct kvf_ring *ring;
+
+	/* Device, fixed at create. */
+	struct ibv_context **devs; /* rdma_get_devices: its contexts are the
+	                              ones rdma_cm ids carry */
+	struct ibv_context *ctx;
+	uint8_t port;
+	struct ibv_pd *pd;
+	struct ibv_comp_channel *cch; /* shared by every connection's CQ */
+	struct rdma_event_channel *ech;
+	struct rdma_cm_id *listen_id;
+	int wake_fd;                  /* eventfd: the scheduler wakes the poller */
+
+	uint32_t frame_max;           /* our receive (and send) buffer size */
+	uint32_t max_sge;
+	uint32_t signal_every;
+	uint8_t cm_priv[56];          /* our connect/accept private data */
+	uint8_t token_hash[16];
+
+	pthread_t poller;
+	bool poller_started;
+	atomic_bool stop;
+	atomic_bool dev_dead;         /* a device-fatal event: no new connections */
+	atomic_bool new_conns;        /* the scheduler added a connection to start */
+
+	/* Connection table: slot = id % KVF_MAX_CONNS, ids never reused. */
+	pthread_mutex_t lock;
+	struct kvf_conn *conns[KVF_MAX_CONNS];
+	uint32_t next_id;
+	uint32_t nconns;
+
+	/* Scheduler-thread only. */
+	struct kvf_pool *pool;
+	uint64_t last_scan_ns;
+
+	/* Poller-thread only: connections it polls (have a CQ). */
+	struct kvf_conn **plist;
+	uint32_t np;
+};
+
+uint64_t kvf_rdma_now_ns(void);
+void kvf_rdma_wake(struct kvf_rdma *t);
+void kvf_rdma_push(struct kvf_rdma *t, const struct kvf_event *ev);
+
+#endif
