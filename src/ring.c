@@ -107,10 +107,10 @@ bool kvf_ring_try_push(struct kvf_ring *r, const struct kvf_event *ev)
 	return ring_put(r, ev);
 }
 
-void kvf_ring_push(struct kvf_ring *r, const struct kvf_event *ev)
+/* Out of line so that push's fast path needs no saved registers. */
+__attribute__((noinline, cold))
+static void push_wait(struct kvf_ring *r, const struct kvf_event *ev)
 {
-	if (ring_put(r, ev))
-		return;
 	/* Single writer: a relaxed load + store is enough, readers only need an
 	 * untorn value. */
 	atomic_store_explicit(&r->stalls,
@@ -122,6 +122,12 @@ void kvf_ring_push(struct kvf_ring *r, const struct kvf_event *ev)
 		else
 			sched_yield();
 	}
+}
+
+void kvf_ring_push(struct kvf_ring *r, const struct kvf_event *ev)
+{
+	if (!ring_put(r, ev))
+		push_wait(r, ev);
 }
 
 uint32_t kvf_ring_pop_batch(struct kvf_ring *r, struct kvf_event *out, uint32_t max)
@@ -140,10 +146,8 @@ uint32_t kvf_ring_pop_batch(struct kvf_ring *r, struct kvf_event *out, uint32_t 
 	if (n == 0)
 		return 0;
 
-	uint32_t i = head & r->mask;
-	uint32_t first = r->size - i < n ? r->size - i : n; /* up to the end */
-	memcpy(out, &r->slots[i], first * sizeof(*out));
-	memcpy(out + first, &r->slots[0], (n - first) * sizeof(*out));
+	for (uint32_t k = 0; k < n; k++)
+		out[k] = r->slots[(head + k) & r->mask];
 	/* One release for the whole batch; pairs with the load-acquire of head
 	 * in ring_put: our slot reads above happen before the producer reuses
 	 * those slots. */
