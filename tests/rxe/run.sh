@@ -1,0 +1,212 @@
+#!/usr/bin/env bash
+# The RDMA suite: real verbs on an rxe (soft-RoCE) or hardware device.
+# Runs inside the guest of scripts/rxe-vm.sh or on a host that has a device:
+#
+#   tests/rxe/run.sh [-k NAME-SUBSTRING]
+#
+# Device and addresses: KVF_RXE_DEV0/KVF_RXE_GID0/KVF_RXE_ADDR0 (set by
+# rxe-vm.sh), else the first device under /sys/class/infiniband, its RoCE v2
+# ::ffff:IPv4 GID and that IPv4 address. With KVF_RXE_DEV1 (rxe-vm.sh
+# --devices 2) the clients run on the second device. Binaries come from
+# ${KVF_BUILD_DIR:-build} (relative to the repo root).
+#
+# Prints "PASS name (T s)" or "FAIL name (reason)" per test, the logs of the
+# failed ones, and last a line exactly "rxe: N passed, N failed". Exit 1 if
+# any failed (or no test could run), 0 otherwise.
+set -uo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
+repo=$(cd "$here/../.." && pwd -P)
+KVF_PROG=rxe-suite
+# shellcheck source=scripts/lib.sh
+. "$repo/scripts/lib.sh"
+
+filter=
+while getopts k:h o; do
+	case $o in
+	k) filter=$OPTARG ;;
+	*) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+	esac
+done
+
+build=${KVF_BUILD_DIR:-build}
+case $build in /*) ;; *) build=$repo/$build ;; esac
+BIN=$build/tests/rxe
+logdir=${KVF_RXE_LOGDIR:-$(mktemp -d /tmp/kvf-rxe.XXXXXX)}
+mkdir -p "$logdir"
+passed=0 failed=0
+failed_names=()
+
+# ---- device, GID, address ---------------------------------------------------
+ipv4_of_gid() { # dev gid_index -> IPv4 of a ::ffff: GID
+	local g
+	read -r g < "/sys/class/infiniband/$1/ports/1/gids/$2" 2>/dev/null || return 1
+	case $g in 0000:0000:0000:0000:0000:ffff:*) ;; *) return 1 ;; esac
+	g=${g#0000:0000:0000:0000:0000:ffff:}
+	printf '%d.%d.%d.%d\n' "0x${g:0:2}" "0x${g:2:2}" "0x${g:5:2}" "0x${g:7:2}"
+}
+DEV0=${KVF_RXE_DEV0:-$(kvf_first_rdma_dev)}
+DEV1=${KVF_RXE_DEV1:-$DEV0}
+if [ -n "$DEV0" ]; then
+	GID0=${KVF_RXE_GID0:-$(kvf_roce_gid_index "$DEV0")}
+	GID1=${KVF_RXE_GID1:-${KVF_RXE_DEV1:+$(kvf_roce_gid_index "$DEV1")}}
+	GID1=${GID1:-$GID0}
+	ADDR0=${KVF_RXE_ADDR0:-$(ipv4_of_gid "$DEV0" "${GID0:-0}")}
+	ADDR1=${KVF_RXE_ADDR1:-$ADDR0}
+fi
+# perftest: -x only on RoCE (GID known)
+X0=${GID0:+-x $GID0}
+X1=${GID1:+-x $GID1}
+
+# ---- runners ----------------------------------------------------------------
+result() { # name rc reason-if-failed start
+	local t
+	t=$(kvf_elapsed "$4")
+	if [ "$2" = 0 ]; then
+		echo "PASS $1 ($t s)"
+		passed=$((passed + 1))
+	else
+		echo "FAIL $1 ($3)"
+		failed=$((failed + 1))
+		failed_names+=("$1")
+	fi
+}
+
+why() { # exit code -> reason
+	case $1 in
+	124) echo "timed out" ;;
+	125|126|127) echo "could not run (exit $1)" ;;
+	*) if [ "$1" -gt 128 ]; then echo "killed by signal $(($1 - 128))"; else echo "exit $1"; fi ;;
+	esac
+}
+
+selected() { [ -z "$filter" ] || [[ $1 == *"$filter"* ]]; }
+
+# run_test NAME TIMEOUT_S CMD [ARG]... : one process, under timeout.
+run_test() {
+	local name=$1 to=$2 t0 rc
+	shift 2
+	selected "$name" || return 0
+	t0=$(kvf_now)
+	timeout -k 5 "$to" "$@" > "$logdir/$name.log" 2>&1 < /dev/null
+	rc=$?
+	result "$name" $rc "$(why $rc)" "$t0"
+}
+
+# wait_tcp_listen PORT SECONDS : until something listens on the TCP port
+wait_tcp_listen() {
+	local i
+	for ((i = 0; i < $2 * 10; i++)); do
+		ss -Hltn "sport = :$1" 2>/dev/null | grep -q . && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# pair_test NAME TIMEOUT_S READY SERVER-CMD... -- CLIENT-CMD...
+# Starts the server, waits until READY ("tcp:PORT" or "sleep:S"), runs the
+# client; both under the timeout; passes when both exit 0.
+pair_test() {
+	local name=$1 to=$2 ready=$3 t0 srv=() spid rc src crc reason=
+	shift 3
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do srv+=("$1"); shift; done
+	shift
+	selected "$name" || return 0
+	t0=$(kvf_now)
+	timeout -k 5 "$to" "${srv[@]}" > "$logdir/$name.server.log" 2>&1 < /dev/null &
+	spid=$!
+	case $ready in
+	tcp:*) wait_tcp_listen "${ready#tcp:}" 15 ;;
+	sleep:*) sleep "${ready#sleep:}" ;;
+	esac
+	timeout -k 5 "$to" "$@" > "$logdir/$name.log" 2>&1 < /dev/null
+	crc=$?
+	if [ $crc != 0 ]; then
+		sleep 1
+		kill "$spid" 2>/dev/null
+	fi
+	wait "$spid"
+	src=$?
+	rc=0
+	if [ $crc != 0 ]; then rc=$crc; reason="client $(why $crc)"
+	elif [ $src != 0 ]; then rc=$src; reason="server $(why $src)"
+	fi
+	{ echo "--- server:"; cat "$logdir/$name.server.log"; } >> "$logdir/$name.log"
+	result "$name" $rc "$reason" "$t0"
+}
+
+# rping's server listens over rdma_cm (no TCP port to wait for): the client
+# retries a few times while the server comes up.
+RETRY5=(sh -c 'for i in 1 2 3 4 5; do "$@" && exit 0; echo "(attempt $i failed)"; sleep 1; done; exit 1' retry)
+
+# ---- the suite ----------------------------------------------------------------
+# Single-binary tests: "NAME|TIMEOUT_S|COMMAND LINE". The command line is
+# eval'd at run time, so it may use $BIN (build/tests/rxe), $DEV0 $GID0
+# $ADDR0 $DEV1 $GID1 $ADDR1. Add kvferry's transport tests here, e.g.
+#   "transport_loopback|120|\$BIN/test_transport -d \$DEV0 -a \$ADDR0"
+TESTS=(
+	"verbs_smoke|60|\$BIN/verbs_smoke -d \$DEV0 \${GID0:+-g \$GID0}"
+)
+
+suite() {
+	local entry name to cmd
+	run_test ibv_devinfo 30 sh -c 'ibv_devinfo -d "$1" && ibv_devinfo -d "$1" | grep -q PORT_ACTIVE' sh "$DEV0"
+	for entry in "${TESTS[@]}"; do
+		IFS='|' read -r name to cmd <<< "$entry"
+		eval "set -- $cmd"
+		if [ ! -x "$1" ] && ! command -v "$1" > /dev/null; then
+			selected "$name" || continue
+			echo "FAIL $name (not built: $1; run meson compile -C $build)"
+			failed=$((failed + 1)); failed_names+=("$name")
+			continue
+		fi
+		run_test "$name" "$to" "$@"
+	done
+	# perftest and rping: one run each, server and client on the device(s)
+	pair_test ib_write_bw 90 tcp:18621 \
+		ib_write_bw -d "$DEV0" $X0 -p 18621 -F --report_gbits -s 65536 -D 3 -- \
+		ib_write_bw -d "$DEV1" $X1 -p 18621 -F --report_gbits -s 65536 -D 3 "$ADDR0"
+	pair_test ib_write_lat 90 tcp:18622 \
+		ib_write_lat -d "$DEV0" $X0 -p 18622 -F -n 1000 -- \
+		ib_write_lat -d "$DEV1" $X1 -p 18622 -F -n 1000 "$ADDR0"
+	pair_test rping 60 sleep:1 \
+		rping -s -a "$ADDR0" -p 18623 -C 3 -v -- \
+		"${RETRY5[@]}" rping -c -a "$ADDR0" ${KVF_RXE_DEV1:+-I "$ADDR1"} -p 18623 -C 3 -v
+}
+
+# ---- main ---------------------------------------------------------------------
+t_all=$(kvf_now)
+if [ -z "${DEV0:-}" ]; then
+	echo "FAIL setup (no RDMA device: /sys/class/infiniband is empty; use scripts/rxe-vm.sh or scripts/rxe-host.sh)"
+	echo "rxe: 0 passed, 1 failed"
+	exit 1
+fi
+if [ -z "${ADDR0:-}" ]; then
+	echo "FAIL setup (no IPv4 address found for $DEV0 GID ${GID0:-?}; set KVF_RXE_ADDR0)"
+	echo "rxe: 0 passed, 1 failed"
+	exit 1
+fi
+if [ "$(ulimit -l)" != unlimited ]; then
+	ulimit -l unlimited 2> /dev/null ||
+		kvf_log "warning: memlock limit is $(ulimit -l) KiB and cannot be raised; registrations may fail (see README)"
+fi
+echo "rxe-suite: device $DEV0 gid ${GID0:--} addr $ADDR0" \
+	"${KVF_RXE_DEV1:+| client device $DEV1 gid ${GID1:--} addr $ADDR1}| logs $logdir"
+suite
+
+# figures for later comparison (benchmarks)
+bw=$(awk '/^ *65536 /{print $4}' "$logdir/ib_write_bw.log" 2>/dev/null | head -n1)
+lat=$(awk '/^ *2 +1000 /{print $6}' "$logdir/ib_write_lat.log" 2>/dev/null | head -n1)
+[ -n "$bw" ] && echo "rxe-suite: ib_write_bw $bw Gb/s average (64 KiB writes, 3 s, $DEV0 -> $DEV1)"
+[ -n "$lat" ] && echo "rxe-suite: ib_write_lat ${lat} us average (2-byte writes)"
+for n in "${failed_names[@]+"${failed_names[@]}"}"; do
+	echo "----- log of $n ($logdir/$n.log), last 30 lines:"
+	tail -n 30 "$logdir/$n.log" 2> /dev/null
+done
+echo "rxe-suite: total $(kvf_elapsed "$t_all") s"
+if [ $((passed + failed)) = 0 ]; then
+	echo "rxe: 0 passed, 1 failed"
+	exit 1
+fi
+echo "rxe: $passed passed, $failed failed"
+[ "$failed" = 0 ]
