@@ -24,6 +24,7 @@
 #define HELLO_MAX_BUFS 1024u            /* frames are sized to carry this */
 #define MAX_WR_BYTES (1ull << 30)       /* one WRITE; sge lengths are 32 bit */
 #define PROGRESS_EVERY_NS 50000ull
+#define FRAME_CAP (64u * 1024u)
 
 uint64_t kvf_rdma_now_ns(void)
 {
@@ -446,8 +447,12 @@ static int op_send_room_info(void *tp, const char *peer, uint64_t room_id, uint6
 		peer = t->cfg.peer;
 	if (!*peer || !strrchr(peer, ':') || !conn || (n && !blocks))
 		return -EINVAL;
-	if (len > t->frame_max)
+	if (len > t->frame_max) {
+		kvf_err("rdma", "room %" PRIu64 ": %u blocks make a %zu-byte ROOM_INFO; frames "
+			"are at most %u bytes (%zu blocks)", room_id, n, len, t->frame_max,
+			(size_t)(t->frame_max - KVF_PROTO_ROOM_INFO_FIXED) / 4);
 		return -EMSGSIZE;
+	}
 	f = frame_alloc(len);
 	if (!f)
 		return -ENOMEM;
@@ -686,12 +691,15 @@ static int check_cfg(struct kvf_rdma *t)
 	if (cfg->mtu || cfg->service_level)
 		kvf_warn("rdma", "rdma.mtu and rdma.service_level are not applied yet: "
 			 "rdma_cm uses the path's values");
+	/* Every receive buffer is frame_max bytes, rq_depth of them per
+	 * connection: cap it. A ROOM_INFO over the cap is refused (-EMSGSIZE)
+	 * until ROOM_INFO is split into continuation frames. */
 	fm = kvf_proto_room_info_len(cfg->max_blocks_per_room);
+	if (fm > FRAME_CAP)
+		fm = FRAME_CAP;
 	if (fm < kvf_proto_hello_len(HELLO_MAX_BUFS))
 		fm = kvf_proto_hello_len(HELLO_MAX_BUFS);
 	fm = (fm + 4095) & ~(size_t)4095;
-	if (fm > UINT32_MAX / 2)
-		return -EINVAL;
 	t->frame_max = (uint32_t)fm;
 	t->signal_every = cfg->signal_every < cfg->sq_depth ? cfg->signal_every : cfg->sq_depth;
 	t->max_sge = cfg->max_sge && cfg->max_sge < KVF_MAX_SGE ? cfg->max_sge : KVF_MAX_SGE;
