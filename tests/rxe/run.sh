@@ -164,8 +164,8 @@ suite() {
 	done
 	# perftest and rping: one run each, server and client on the device(s)
 	pair_test ib_write_bw 90 tcp:18621 \
-		ib_write_bw -d "$DEV0" $X0 -p 18621 -F --report_gbits -s 65536 -D 3 -- \
-		ib_write_bw -d "$DEV1" $X1 -p 18621 -F --report_gbits -s 65536 -D 3 "$ADDR0"
+		ib_write_bw -d "$DEV0" $X0 -p 18621 -F --report_gbits -s 65536 -n 500 -- \
+		ib_write_bw -d "$DEV1" $X1 -p 18621 -F --report_gbits -s 65536 -n 500 "$ADDR0"
 	pair_test ib_write_lat 90 tcp:18622 \
 		ib_write_lat -d "$DEV0" $X0 -p 18622 -F -n 1000 -- \
 		ib_write_lat -d "$DEV1" $X1 -p 18622 -F -n 1000 "$ADDR0"
@@ -194,10 +194,16 @@ echo "rxe-suite: device $DEV0 gid ${GID0:--} addr $ADDR0" \
 	"${KVF_RXE_DEV1:+| client device $DEV1 gid ${GID1:--} addr $ADDR1}| logs $logdir"
 suite
 
-# figures for later comparison (benchmarks)
-bw=$(awk '/^ *65536 /{print $4}' "$logdir/ib_write_bw.log" 2>/dev/null | head -n1)
-lat=$(awk '/^ *2 +1000 /{print $6}' "$logdir/ib_write_lat.log" 2>/dev/null | head -n1)
-[ -n "$bw" ] && echo "rxe-suite: ib_write_bw $bw Gb/s average (64 KiB writes, 3 s, $DEV0 -> $DEV1)"
+# figures for later comparison (benchmarks): the client's result lines
+bw=$(awk '/^--- server:/{exit} /^ *65536 +500 /{print $4}' "$logdir/ib_write_bw.log" 2>/dev/null | head -n1)
+lat=$(awk '/^--- server:/{exit} /^ *2 +1000 /{print $6}' "$logdir/ib_write_lat.log" 2>/dev/null | head -n1)
+if selected ib_write_bw && [ -f "$logdir/ib_write_bw.log" ] && ! [[ ${failed_names[*]-} == *ib_write_bw* ]] &&
+	! awk -v b="${bw:-0}" 'BEGIN { exit !(b + 0 > 0) }'; then
+	# perftest exited 0 but reported no bandwidth: that is no transfer
+	echo "FAIL ib_write_bw (no bandwidth figure in its output)"
+	passed=$((passed - 1)); failed=$((failed + 1)); failed_names+=(ib_write_bw)
+fi
+[ -n "$bw" ] && echo "rxe-suite: ib_write_bw $bw Gb/s average (500 x 64 KiB RDMA writes, $DEV0 -> $DEV1)"
 [ -n "$lat" ] && echo "rxe-suite: ib_write_lat ${lat} us average (2-byte writes)"
 for n in "${failed_names[@]+"${failed_names[@]}"}"; do
 	echo "----- log of $n ($logdir/$n.log), last 30 lines:"
