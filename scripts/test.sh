@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# Every kvferry test: the one command README names.
+#
+#   scripts/test.sh
+#
+# 1. installs the Debian packages that are missing (apt-get update first,
+#    only when something is missing);
+# 2. configures (once) and builds in ${KVF_BUILD_DIR:-build};
+# 3. runs the unit suite: meson test --suite unit --print-errorlogs;
+# 4. runs the RDMA suite tests/rxe/run.sh: on this host's RDMA device when it
+#    has one (ibv_devices lists one), else inside a qemu guest with soft-RoCE
+#    (scripts/rxe-vm.sh);
+# 5. ends with the runners' own summary lines (meson's "Ok: / Fail: ..." and
+#    "rxe: N passed, N failed") and exits nonzero if anything failed.
+#
+# Environment:
+#   KVF_BUILD_DIR=DIR   build directory (default build, relative to the repo)
+#   KVF_WERROR=1        configure with -Dwerror=true
+#   KVF_RXE=auto|host|vm|skip  where the RDMA suite runs (default auto)
+#   KVF_RXE_DEVICES=1|2 rxe devices in the VM (default 1)
+#   KVF_VM_TIMEOUT=S    limit for the whole VM run (default 900)
+#   CI=true             a suite that cannot run is a failure, never a skip
+set -uo pipefail
+KVF_PROG=test.sh
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$KVF_REPO" || exit 1
+
+ci=0
+case ${CI:-} in true|1|yes) ci=1 ;; esac
+build=${KVF_BUILD_DIR:-build}
+case $build in /*) ;; *) build=$KVF_REPO/$build ;; esac
+export KVF_BUILD_DIR=$build
+rxe_mode=${KVF_RXE:-auto}
+status=0
+summary=()
+log=$(mktemp /tmp/kvf-test.XXXXXX)
+trap 'rm -f "$log"' EXIT
+
+t_all=$(kvf_now)
+section() { printf '\n==== %s ====\n' "$*"; t_sec=$(kvf_now); }
+section_end() { printf '==== %s: %s (%s s)\n' "$1" "$2" "$(kvf_elapsed "$t_sec")"; }
+problem() { # a suite that could not run: skip, or fail under CI
+	if [ $ci = 1 ]; then
+		summary+=("$1: FAILED (could not run: $2)")
+		status=1
+	else
+		summary+=("$1: SKIPPED ($2; CI=true makes this a failure)")
+	fi
+}
+
+# ---- 1. packages --------------------------------------------------------------
+section "packages"
+kvf_need_pkgs "${KVF_PKGS_BUILD[@]}" "${KVF_PKGS_RDMA[@]}" || exit 1
+section_end packages ok
+
+# ---- 2. configure and build ---------------------------------------------------
+section "build ($build)"
+werror=false
+[ "${KVF_WERROR:-0}" = 1 ] && werror=true
+built=1
+if [ -f "$build/build.ninja" ]; then
+	meson configure "$build" -Dwerror=$werror > /dev/null || built=0
+else
+	meson setup "$build" -Dwerror=$werror || built=0
+fi
+if [ $built = 1 ]; then
+	meson compile -C "$build" || built=0
+fi
+if [ $built = 1 ]; then
+	section_end build ok
+else
+	section_end build FAILED
+	summary+=("build: FAILED (see the compiler output above)")
+	status=1
+fi
+
+# ---- 3. unit suite ------------------------------------------------------------
+section "unit suite"
+if [ $built = 1 ]; then
+	n_unit=$(meson test -C "$build" --suite unit --list 2> /dev/null | grep -c . || true)
+	if [ "${n_unit:-0}" = 0 ]; then
+		problem unit "no tests in suite unit"
+	else
+		meson test -C "$build" --suite unit --print-errorlogs 2>&1 | tee "$log"
+		rc=${PIPESTATUS[0]}
+		# meson's own summary block
+		summary+=("unit suite (meson test):")
+		while IFS= read -r l; do summary+=("$l"); done < <(
+			grep -E '^(Ok|Expected Fail|Fail|Unexpected Pass|Skipped|Timeout): ' "$log")
+		[ "$rc" = 0 ] || status=1
+	fi
+	section_end "unit suite" "exit ${rc:-n/a}"
+else
+	problem unit "the build failed"
+	section_end "unit suite" "not run"
+fi
+
+# ---- 4. RDMA suite ------------------------------------------------------------
+section "rdma suite"
+rxe_ok=1
+if [ ! -x "$build/tests/rxe/verbs_smoke" ]; then
+	# the whole build may be broken by unrelated code: try just what the
+	# RDMA suite needs
+	if [ -f "$build/build.ninja" ] && meson compile -C "$build" verbs_smoke; then :; else rxe_ok=0; fi
+fi
+if [ "$rxe_mode" = auto ]; then
+	if kvf_host_has_rdma; then rxe_mode=host; else rxe_mode=vm; fi
+fi
+run_rxe() {
+	"$@" 2>&1 | tee "$log"
+	rc=${PIPESTATUS[0]}
+	if l=$(grep -E '^rxe: [0-9]+ passed, [0-9]+ failed$' "$log" | tail -n1); then
+		summary+=("$l")
+	else
+		summary+=("rxe: no summary line (runner exit $rc)")
+	fi
+	[ "$rc" = 0 ] || status=1
+}
+if [ $rxe_ok = 0 ]; then
+	problem rxe "verbs_smoke could not be built"
+elif [ "$rxe_mode" = skip ]; then
+	problem rxe "KVF_RXE=skip"
+elif [ "$rxe_mode" = host ]; then
+	echo "RDMA device(s) on this host: $(ls /sys/class/infiniband | tr '\n' ' ')"
+	run_rxe "$KVF_REPO/tests/rxe/run.sh"
+elif [ "$rxe_mode" = vm ]; then
+	echo "no RDMA device on this host: running the suite in a qemu guest with soft-RoCE"
+	share=()
+	case $build/ in "$KVF_REPO"/*) ;; *) share=(--share "$build") ;; esac
+	run_rxe "$KVF_REPO/scripts/rxe-vm.sh" --devices "${KVF_RXE_DEVICES:-1}" \
+		--timeout "${KVF_VM_TIMEOUT:-900}" "${share[@]+"${share[@]}"}" -- tests/rxe/run.sh
+else
+	kvf_die "KVF_RXE must be auto, host, vm or skip"
+fi
+section_end "rdma suite" "$rxe_mode"
+
+# ---- 5. summary ---------------------------------------------------------------
+printf '\n==== summary (%s s) ====\n' "$(kvf_elapsed "$t_all")"
+printf '%s\n' "${summary[@]}"
+exit $status
