@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# The main job: a real RDMA transfer, prefill side -> decode side, on this
+# host's RDMA device, or on soft-RoCE inside a qemu guest when the host has
+# none (two rxe devices on a veth pair there, one per side).
+#
+#   scripts/transfer.sh [--size BYTES]
+#
+# Today (the kvferry transport does not exist yet) the transfer is made with
+# plain verbs: tests/rxe/verbs_smoke writes --size bytes (default 16 MiB) with
+# one RDMA WRITE and checks every byte, then ib_write_bw moves 64 x 1 MiB from
+# the decode device's client to the prefill device's server and reports Gb/s.
+# Once tools/kvferry-bench exists it runs here instead (marked below).
+#
+# Environment: KVF_BUILD_DIR (default build), KVF_RXE=auto|host|vm,
+# KVF_VM_TIMEOUT (default 600).
+set -euo pipefail
+KVF_PROG=transfer
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$KVF_REPO"
+
+size=$((16 << 20))
+inner=0
+while [ $# -gt 0 ]; do
+	case $1 in
+	--size) size=${2:?}; shift 2 ;;
+	--inner) inner=1; shift ;;
+	-h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	*) kvf_die "unknown argument: $1 (see --help)" ;;
+	esac
+done
+build=${KVF_BUILD_DIR:-build}
+case $build in /*) ;; *) build=$KVF_REPO/$build ;; esac
+export KVF_BUILD_DIR=$build
+
+# ---- the transfer itself (on the device, host or guest) -------------------------
+if [ $inner = 1 ]; then
+	dev0=${KVF_RXE_DEV0:-$(kvf_first_rdma_dev)}
+	[ -n "$dev0" ] || kvf_die "no RDMA device"
+	dev1=${KVF_RXE_DEV1:-$dev0}
+	gid0=${KVF_RXE_GID0:-$(kvf_roce_gid_index "$dev0")}
+	gid1=${KVF_RXE_GID1:-${KVF_RXE_DEV1:+$(kvf_roce_gid_index "$dev1")}}
+	gid1=${gid1:-$gid0}
+	addr0=${KVF_RXE_ADDR0:-}
+	if [ -z "$addr0" ]; then
+		read -r g < "/sys/class/infiniband/$dev0/ports/1/gids/${gid0:-0}"
+		g=${g#0000:0000:0000:0000:0000:ffff:}
+		addr0=$(printf '%d.%d.%d.%d' "0x${g:0:2}" "0x${g:2:2}" "0x${g:5:2}" "0x${g:7:2}")
+	fi
+	ulimit -l unlimited 2> /dev/null || kvf_log "warning: memlock limit $(ulimit -l) KiB (see README)"
+	echo "transfer: prefill side $dev0 ($addr0, gid ${gid0:--}), decode side $dev1 (gid ${gid1:--})"
+
+	# ==== TODO(kvferry-bench): when tools/kvferry-bench exists, the transfer
+	# ==== is kvferry's own: a prefill engine and a decode engine, rooms over
+	# ==== rdma_cm, KV blocks written and checked, per-room timings. Run it
+	# ==== here, e.g.:
+	# ====   "$build/tools/kvferry-bench" --prefill "$dev0" --decode "$dev1" \
+	# ====       --addr "$addr0" --bytes "$size"
+	# ==== and keep the two steps below as the raw-verbs baseline.
+
+	echo "transfer: step 1/2: one ${size}-byte RDMA WRITE, checked byte for byte (verbs_smoke)"
+	timeout 120 "$build/tests/rxe/verbs_smoke" -d "$dev0" ${gid0:+-g "$gid0"} -s "$size" -t 60000
+
+	echo "transfer: step 2/2: ib_write_bw, 64 x 1 MiB RDMA WRITEs $dev1 -> $dev0"
+	x0=${gid0:+-x $gid0}
+	x1=${gid1:+-x $gid1}
+	# shellcheck disable=SC2086
+	timeout 120 ib_write_bw -d "$dev0" $x0 -p 18631 -F --report_gbits -s 1048576 -n 64 > /tmp/kvf-bw-server.log 2>&1 &
+	spid=$!
+	for _ in $(seq 1 150); do
+		ss -Hltn 'sport = :18631' 2> /dev/null | grep -q . && break
+		sleep 0.1
+	done
+	# shellcheck disable=SC2086
+	timeout 120 ib_write_bw -d "$dev1" $x1 -p 18631 -F --report_gbits -s 1048576 -n 64 "$addr0" | tee /tmp/kvf-bw.log
+	wait "$spid" || { cat /tmp/kvf-bw-server.log; kvf_die "ib_write_bw server failed"; }
+	bw=$(awk '/^ *1048576 +64 /{print $4}' /tmp/kvf-bw.log | head -n1)
+	[ -n "$bw" ] || kvf_die "ib_write_bw reported no bandwidth"
+	echo "transfer: done: ${size} B written and checked; ib_write_bw $bw Gb/s average ($dev1 -> $dev0)"
+	exit 0
+fi
+
+# ---- host side: packages, build, then run the above where a device is ---------
+kvf_need_pkgs "${KVF_PKGS_BUILD[@]}" "${KVF_PKGS_RDMA[@]}"
+if [ ! -f "$build/build.ninja" ]; then
+	meson setup "$build" > /dev/null || kvf_die "meson setup $build failed"
+fi
+# only what the transfer needs, so unrelated breakage elsewhere does not stop it
+meson compile -C "$build" verbs_smoke > /dev/null || kvf_die "building verbs_smoke failed"
+
+mode=${KVF_RXE:-auto}
+if [ "$mode" = auto ]; then
+	if kvf_host_has_rdma; then mode=host; else mode=vm; fi
+fi
+case $mode in
+host) exec "$0" --inner --size "$size" ;;
+vm)
+	kvf_log "no RDMA device on this host: running on soft-RoCE in a qemu guest"
+	share=()
+	case $build/ in "$KVF_REPO"/*) ;; *) share=(--share "$build") ;; esac
+	exec "$KVF_REPO/scripts/rxe-vm.sh" --devices 2 --timeout "${KVF_VM_TIMEOUT:-600}" \
+		"${share[@]+"${share[@]}"}" -- scripts/transfer.sh --inner --size "$size"
+	;;
+*) kvf_die "KVF_RXE must be auto, host or vm" ;;
+esac
