@@ -5,9 +5,10 @@
  * of events in the ring (0..size), correct across wraparound. The producer
  * owns tail, the consumer owns head; each lives on its own cache line with
  * that side's private copy of the other side's index, refreshed only when the
- * copy says "full" (producer) or "not enough" (consumer). So in steady state
- * each side touches the other's line about once per lap or batch, not once
- * per event.
+ * copy says "full" (producer) or "fewer than asked for" (consumer). So the
+ * producer reads the consumer's line about once per lap when the ring runs
+ * full, and the consumer reads the producer's line once per batch at most,
+ * instead of each side doing so once per event.
  *
  * Memory order, two pairs:
  *   producer: slot writes, then store-release tail  --> consumer: load-acquire
@@ -57,6 +58,7 @@ struct kvf_ring *kvf_ring_create_at(uint32_t size, uint32_t start)
 		return NULL;
 	/* sizeof is a multiple of 64 (alignas) and so is 32 * size: valid for
 	 * aligned_alloc. size <= 2^31, so this cannot overflow a 64-bit size_t. */
+	_Static_assert(sizeof(struct kvf_event) == 32, "kvf_event is 32 bytes");
 	size_t bytes = sizeof(struct kvf_ring) + (size_t)size * sizeof(struct kvf_event);
 	struct kvf_ring *r = aligned_alloc(CACHELINE, bytes);
 	if (!r)
