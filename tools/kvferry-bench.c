@@ -183,7 +183,10 @@ static void step_room(const struct opts *o, struct side *s, uint32_t i)
 	if (s->prefill && st == KVF_WAITING_FOR_INPUT) {
 		for (uint32_t j = 0; j < o->bpr; j++)
 			blocks[j] = room_block(o, i, j, true);
-		kvf_sender_send(s->eng, s->rooms[i], blocks, o->bpr);
+		/* A prefill-side abort goes right after the writes are posted,
+		 * while they are still in flight. */
+		if (kvf_sender_send(s->eng, s->rooms[i], blocks, o->bpr) == 0 && should_abort(o, s, i))
+			kvf_abort(s->eng, s->rooms[i]);
 		return;
 	}
 	if (st != KVF_SUCCESS && st != KVF_FAILED)
