@@ -37,6 +37,13 @@
 extern "C" {
 #endif
 
+/* Only what this header declares is exported from libkvferry.so. */
+#if defined(__GNUC__)
+#define KVF_API __attribute__((visibility("default")))
+#else
+#define KVF_API
+#endif
+
 typedef struct kvf_engine kvf_engine;
 
 /* A room handle: slot and generation packed by value. {0} is never valid.
@@ -146,18 +153,18 @@ struct kvf_stats {
  *   -ENODEV  no RDMA device/port as configured (logged with device, port, state)
  *   other    -errno from the verbs or rdma_cm setup
  */
-int kvf_engine_open(const char *config_path, kvf_engine **out);
+KVF_API int kvf_engine_open(const char *config_path, kvf_engine **out);
 
 /* Stop the poller, destroy connections, free everything. Rooms still live
  * are dropped (logged with their count). NULL is a no-op. */
-void kvf_engine_close(kvf_engine *eng);
+KVF_API void kvf_engine_close(kvf_engine *eng);
 
 /*
  * Replace the engine's monotonic clock (nanoseconds). For tests and for
  * engines that want deadlines on their own clock. fn NULL restores
  * CLOCK_MONOTONIC. Returns 0 or -EINVAL.
  */
-int kvf_engine_set_clock(kvf_engine *eng, uint64_t (*fn)(void *arg), void *arg);
+KVF_API int kvf_engine_set_clock(kvf_engine *eng, uint64_t (*fn)(void *arg), void *arg);
 
 /*
  * Scheduler-thread work: drain the event ring, apply events to rooms, expire
@@ -165,14 +172,14 @@ int kvf_engine_set_clock(kvf_engine *eng, uint64_t (*fn)(void *arg), void *arg);
  * Returns the number of events and expiries applied (>= 0), or -EINVAL.
  * With nothing due it costs O(1) in the number of live rooms.
  */
-int kvf_progress(kvf_engine *eng);
+KVF_API int kvf_progress(kvf_engine *eng);
 
 /* Copy the counters and gauges. Returns 0 or -EINVAL. */
-int kvf_stats(const kvf_engine *eng, struct kvf_stats *out);
+KVF_API int kvf_stats(const kvf_engine *eng, struct kvf_stats *out);
 
 /* Write one line per live room: handle, id, role, state, age, the deadline
  * that applies and when, last event, failure. Returns rooms written or -EINVAL. */
-int kvf_dump(const kvf_engine *eng, FILE *fp);
+KVF_API int kvf_dump(const kvf_engine *eng, FILE *fp);
 
 /* ------------------------------------------------------------------- pools */
 
@@ -185,7 +192,7 @@ int kvf_dump(const kvf_engine *eng, FILE *fp);
  * Returns 0 or -EINVAL (bad shape), -EEXIST (already registered), -ENOMEM,
  * -ENOTSUP (CUDA memory without CUDA support), or -errno from ibv_reg_mr.
  */
-int kvf_pool_register(kvf_engine *eng, uint32_t nbufs, void *const *bufs,
+KVF_API int kvf_pool_register(kvf_engine *eng, uint32_t nbufs, void *const *bufs,
 		      const uint64_t *block_size, uint32_t nblocks);
 
 /* ------------------------------------------------------------------- rooms */
@@ -197,14 +204,14 @@ int kvf_pool_register(kvf_engine *eng, uint32_t nbufs, void *const *bufs,
  * Returns 0 and *out, or -EINVAL, -EEXIST (a live sender room with this id;
  * that room is unaffected), -ENOSPC (the table is at max_rooms).
  */
-int kvf_sender_create(kvf_engine *eng, uint64_t room_id, kvf_room *out);
+KVF_API int kvf_sender_create(kvf_engine *eng, uint64_t room_id, kvf_room *out);
 
 /*
  * Create a receiver room (decode) for room_id whose data comes from the
  * prefill engine at peer ("host:port"; NULL = the config's default peer).
  * Errors as kvf_sender_create, plus -EINVAL for an unparsable peer.
  */
-int kvf_receiver_create(kvf_engine *eng, uint64_t room_id, const char *peer,
+KVF_API int kvf_receiver_create(kvf_engine *eng, uint64_t room_id, const char *peer,
 			kvf_room *out);
 
 /*
@@ -216,7 +223,7 @@ int kvf_receiver_create(kvf_engine *eng, uint64_t room_id, const char *peer,
  *   -EALREADY   init was already called
  *   -ECANCELED  the room is already FAILED
  */
-int kvf_receiver_init(kvf_engine *eng, kvf_room room, const uint32_t *blocks,
+KVF_API int kvf_receiver_init(kvf_engine *eng, kvf_room room, const uint32_t *blocks,
 		      uint32_t nblocks);
 
 /*
@@ -230,30 +237,30 @@ int kvf_receiver_init(kvf_engine *eng, kvf_room room, const uint32_t *blocks,
  *   -EALREADY   send was already called
  *   -ECANCELED  the room is already FAILED
  */
-int kvf_sender_send(kvf_engine *eng, kvf_room room, const uint32_t *blocks,
+KVF_API int kvf_sender_send(kvf_engine *eng, kvf_room room, const uint32_t *blocks,
 		    uint32_t nblocks);
 
 /* The room's state (enum kvf_poll, >= 0), or -EINVAL. The failure field is
  * read first: a failed room is FAILED whatever else is in flight. */
-int kvf_poll(kvf_engine *eng, kvf_room room);
+KVF_API int kvf_poll(kvf_engine *eng, kvf_room room);
 
 /*
  * Fail the room now (KVF_FAIL_LOCAL_ABORT) and tell the peer. poll() returns
  * FAILED from this call on. Idempotent on a terminal room (returns 0, the
  * first failure is kept). Returns 0 or -EINVAL.
  */
-int kvf_abort(kvf_engine *eng, kvf_room room);
+KVF_API int kvf_abort(kvf_engine *eng, kvf_room room);
 
 /* Copy the room's failure (reason KVF_FAIL_NONE when not failed).
  * Returns 0 or -EINVAL. */
-int kvf_failure(kvf_engine *eng, kvf_room room, struct kvf_failure *out);
+KVF_API int kvf_failure(kvf_engine *eng, kvf_room room, struct kvf_failure *out);
 
 /*
  * 1 when no posted work of the room can still touch its memory (its
  * outstanding work requests are 0; on a receiver, the peer acknowledged or
  * the connection is gone), 0 when not yet, -EINVAL.
  */
-int kvf_quiescent(kvf_engine *eng, kvf_room room);
+KVF_API int kvf_quiescent(kvf_engine *eng, kvf_room room);
 
 /*
  * Hand the room's slot back. Only a terminal, quiescent room can be released:
@@ -261,13 +268,13 @@ int kvf_quiescent(kvf_engine *eng, kvf_room room);
  * Returns 0, -EBUSY (not terminal, or terminal but not yet quiescent: call
  * kvf_progress and try again), or -EINVAL.
  */
-int kvf_release(kvf_engine *eng, kvf_room room);
+KVF_API int kvf_release(kvf_engine *eng, kvf_room room);
 
 /* Names, for logs. Never NULL. */
-const char *kvf_poll_str(int state);
-const char *kvf_fail_reason_str(enum kvf_fail_reason r);
-const char *kvf_deadline_str(enum kvf_deadline d);
-const char *kvf_ignore_reason_str(enum kvf_ignore_reason r);
+KVF_API const char *kvf_poll_str(int state);
+KVF_API const char *kvf_fail_reason_str(enum kvf_fail_reason r);
+KVF_API const char *kvf_deadline_str(enum kvf_deadline d);
+KVF_API const char *kvf_ignore_reason_str(enum kvf_ignore_reason r);
 
 #ifdef __cplusplus
 }
