@@ -4,6 +4,7 @@
  * bug in ../shared/seeds: each would leave a room pinned in a design
  * without one failure field, counted drops, tombstones and deadlines. */
 #include <criterion/criterion.h>
+#include <criterion/redirect.h>
 #include <stdio.h>
 
 #include "fake_transport.h"
@@ -487,4 +488,35 @@ Test(room, early_table_full_evicts_the_oldest)
 	cr_assert_eq(kvf_poll(eng, h), KVF_BOOTSTRAPPING, "the oldest tombstone was evicted");
 	cr_assert_eq(kvf_sender_create(eng, 3, &h), 0);
 	cr_assert_eq(kvf_poll(eng, h), KVF_FAILED, "the newest was kept");
+}
+
+static void setup_redirected(void)
+{
+	cr_redirect_stderr();
+	setup();
+}
+
+Test(room, periodic_summary_line, .init = setup_redirected)
+{
+	char line[4096] = "";
+	kvf_room h;
+
+	kvf_engine_close(eng);
+	cfg.summary_interval_s = 10;
+	cfg.log_level = KVF_LOG_INFO;
+	eng = fake_engine(&cfg, &f);
+	h = transferring_sender(0x51);
+	(void)h;
+	fake_clock += 9 * SEC;
+	kvf_progress(eng);
+	fake_clock += 1 * SEC;
+	kvf_progress(eng);
+	fflush(stderr);
+	FILE *err = cr_get_redirected_stderr();
+	size_t n = fread(line, 1, sizeof(line) - 1, err);
+
+	line[n] = '\0';
+	cr_assert(strstr(line, "transferring 1") && strstr(line, "oldest inflight 10.000 s"),
+		  "summary: %s", line);
+	cr_assert_eq(strstr(strstr(line, "rooms:") + 1, "rooms:"), NULL, "one line per interval");
 }
