@@ -139,6 +139,8 @@ static const struct kvf_key keys[] = {
 	    1, 65535, KF_PLAIN, "rdma_cm port to listen on"),
 	STR("rdma.peer", peer, SIDE_DECODE, PH_CONN, "", 0, KF_HOSTPORT,
 	    "default prefill peer \"host:port\" for receivers, \"\" = none"),
+	STR("rdma.source_addr", source_addr, SIDE_DECODE, PH_CONN, "", 0, KF_HOST,
+	    "local address outgoing connections start from, \"\" = routing picks"),
 	STR("rdma.auth_token", auth_token, SIDE_BOTH, PH_CONN, "", 0, KF_PLAIN,
 	    "shared token checked in HELLO, \"\" = no check"),
 	U32("rdma.qps_per_peer", qps_per_peer, SIDE_BOTH, PH_CONN, 1, 1, 64,

@@ -45,6 +45,7 @@ struct kvf_config {
 	char listen_addr[KVF_CFG_STR];        /* rdma.listen_addr, "" = do not listen */
 	uint32_t listen_port;                 /* rdma.listen_port */
 	char peer[KVF_CFG_STR];               /* rdma.peer, default "host:port" for receivers */
+	char source_addr[KVF_CFG_STR];        /* rdma.source_addr, "" = routing picks */
 	char auth_token[KVF_CFG_STR];         /* rdma.auth_token */
 	uint32_t qps_per_peer;                /* rdma.qps_per_peer */
 	uint32_t sq_depth;                    /* rdma.sq_depth */
