@@ -302,7 +302,23 @@ int main(int argc, char **argv)
 		v[k].ratio_med = median(v[k].ratio, reps);
 	}
 
-	if (json) {
+	/* With --json the table goes to stderr, so one run gives both. */
+	FILE *out = json ? stderr : stdout;
+
+	fprintf(out, "bench_ring: %" PRIu64 " items, ring %u slots, struct kvf_event (%zu bytes) "
+	       "by value,\n  ck_ring via CK_RING_PROTOTYPE spsc, %u reps, median, %s\n",
+	       items, ring_size, sizeof(struct kvf_event), reps,
+	       pin ? "threads pinned to CPUs 0 and 1" : "threads not pinned");
+	fprintf(out, "  %-8s %14s %14s %8s %8s\n", "variant", "kvf Mitems/s", "ck Mitems/s",
+	       "kvf/ck", "paired");
+	for (unsigned k = 0; k < 2; k++)
+		fprintf(out, "  %-8s %14.2f %14.2f %8.2f %8.2f\n", v[k].name, v[k].kvf_med,
+		       v[k].ck_med, v[k].kvf_med / v[k].ck_med, v[k].ratio_med);
+	fprintf(out, "  kvf/ck: ratio of the medians; paired: median over repetitions of\n"
+	       "  kvf/ck within the repetition (steadier when the machine is shared)\n");
+	if (!json)
+		return 0;
+	{
 		printf("{\"benchmark\": \"ring\", \"items\": %" PRIu64 ", \"ring_size\": %u, "
 		       "\"reps\": %u, \"pinned\": %s, "
 		       "\"element\": \"struct kvf_event, %zu bytes, by value\", "
@@ -325,19 +341,6 @@ int main(int argc, char **argv)
 			printf("]}");
 		}
 		printf("]}\n");
-		return 0;
 	}
-
-	printf("bench_ring: %" PRIu64 " items, ring %u slots, struct kvf_event (%zu bytes) "
-	       "by value,\n  ck_ring via CK_RING_PROTOTYPE spsc, %u reps, median, %s\n",
-	       items, ring_size, sizeof(struct kvf_event), reps,
-	       pin ? "threads pinned to CPUs 0 and 1" : "threads not pinned");
-	printf("  %-8s %14s %14s %8s %8s\n", "variant", "kvf Mitems/s", "ck Mitems/s",
-	       "kvf/ck", "paired");
-	for (unsigned k = 0; k < 2; k++)
-		printf("  %-8s %14.2f %14.2f %8.2f %8.2f\n", v[k].name, v[k].kvf_med,
-		       v[k].ck_med, v[k].kvf_med / v[k].ck_med, v[k].ratio_med);
-	printf("  kvf/ck: ratio of the medians; paired: median over repetitions of\n"
-	       "  kvf/ck within the repetition (steadier when the machine is shared)\n");
 	return 0;
 }

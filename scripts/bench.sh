@@ -16,13 +16,12 @@ kvf_need_pkgs "${KVF_PKGS_BUILD[@]}" valgrind
 [ -f "$build/build.ninja" ] || meson setup "$build" --buildtype=release >/dev/null
 meson compile -C "$build" bench_ring bench_engine >/dev/null
 
+# Each benchmark runs once: its table on stderr, its JSON on stdout.
 echo "== ring: kvf_ring vs ck_ring (SPSC, 32-byte events)"
-"$build/bench/bench_ring"
-ring_json=$("$build/bench/bench_ring" --json | tail -n1)
+ring_json=$("$build/bench/bench_ring" --json)
 
 echo "== room engine: lifecycles with 1K and 1M live rooms"
-"$build/bench/bench_engine"
-engine_json=$("$build/bench/bench_engine" --json | tail -n1)
+engine_json=$("$build/bench/bench_engine" --json)
 
 echo "== room engine: instructions per lifecycle (callgrind, 1K live rooms)"
 k=100032 # a multiple of the benchmark's batch of 64
