@@ -467,6 +467,7 @@ void *kvf_poller_main(void *arg)
 	p.wcs = calloc(p.batch, sizeof(*p.wcs));
 	if (!p.wcs) {
 		kvf_err("poller", "no memory for %u work completions", p.batch);
+		atomic_store_explicit(&t->poller_done, true, memory_order_release);
 		return NULL;
 	}
 	idle_since = kvf_rdma_now_ns();
@@ -488,5 +489,7 @@ void *kvf_poller_main(void *arg)
 			sleep_until_work(&p, sleep_ms(&t->cfg));
 	}
 	free(p.wcs);
+	/* Release: pairs with the acquire load in op_close. */
+	atomic_store_explicit(&t->poller_done, true, memory_order_release);
 	return NULL;
 }

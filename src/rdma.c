@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <netdb.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -634,8 +635,21 @@ static void op_close(void *tp)
 	if (!t)
 		return;
 	if (t->poller_started) {
+		struct kvf_event ev[32];
+		uint32_t k;
+
 		atomic_store_explicit(&t->stop, true, memory_order_release);
 		kvf_rdma_wake(t);
+		/* The poller may be waiting for room in a full ring (its push never
+		 * drops), and we are the ring's consumer: keep discarding until it
+		 * is out, or the join would wait forever. Nobody applies events
+		 * after close. Acquire pairs with the poller's release store. */
+		while (!atomic_load_explicit(&t->poller_done, memory_order_acquire)) {
+			while ((k = kvf_ring_pop_batch(t->ring, ev, 32)))
+				for (uint32_t i = 0; i < k; i++)
+					free(ev[i].data);
+			sched_yield();
+		}
 		pthread_join(t->poller, NULL);
 	}
 	for (uint32_t i = 0; i < t->np; i++)

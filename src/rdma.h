@@ -63,6 +63,7 @@ struct kvf_rdma {
 	pthread_t poller;
 	bool poller_started;
 	atomic_bool stop;
+	atomic_bool poller_done;      /* the poller thread left its loop */
 	atomic_bool dev_dead;         /* a device-fatal event: no new connections */
 	atomic_bool new_conns;        /* the scheduler added a connection to start */
 
