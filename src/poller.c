@@ -464,12 +464,7 @@ void *kvf_poller_main(void *arg)
 
 	p.batch = t->cfg.poll_batch ? t->cfg.poll_batch : 32;
 	p.hello_max_bufs = (uint32_t)((t->frame_max - KVF_PROTO_HELLO_FIXED) / KVF_PROTO_HELLO_BUF_LEN);
-	p.wcs = calloc(p.batch, sizeof(*p.wcs));
-	if (!p.wcs) {
-		kvf_err("poller", "no memory for %u work completions", p.batch);
-		atomic_store_explicit(&t->poller_done, true, memory_order_release);
-		return NULL;
-	}
+	p.wcs = t->wcs;
 	idle_since = kvf_rdma_now_ns();
 	while (!atomic_load_explicit(&t->stop, memory_order_acquire)) {
 		int busy = poll_all(&p);
@@ -488,7 +483,6 @@ void *kvf_poller_main(void *arg)
 		if (!busy && now - idle_since >= idle_ns)
 			sleep_until_work(&p, sleep_ms(&t->cfg));
 	}
-	free(p.wcs);
 	/* Release: pairs with the acquire load in op_close. */
 	atomic_store_explicit(&t->poller_done, true, memory_order_release);
 	return NULL;

@@ -655,6 +655,7 @@ static void op_close(void *tp)
 	for (uint32_t i = 0; i < t->np; i++)
 		kvf_conn_put(t->plist[i]);
 	free(t->plist);
+	free(t->wcs);
 	for (uint32_t i = 0; i < KVF_MAX_CONNS; i++)
 		if (t->conns[i])
 			kvf_conn_put(t->conns[i]);
@@ -814,6 +815,11 @@ static int start(struct kvf_rdma *t)
 		kvf_info("rdma", "listening on %s:%u", t->cfg.listen_addr,
 			 ntohs(rdma_get_src_port(t->listen_id)));
 	}
+	/* Allocated here, not in the thread: a poller that cannot start must
+	 * fail create, not leave every transfer unpolled. */
+	t->wcs = calloc(t->cfg.poll_batch ? t->cfg.poll_batch : 32, sizeof(*t->wcs));
+	if (!t->wcs)
+		return -ENOMEM;
 	rc = pthread_create(&t->poller, NULL, kvf_poller_main, t);
 	if (rc)
 		return -rc;

@@ -80,6 +80,7 @@ struct kvf_rdma {
 	/* Poller-thread only: connections it polls (have a CQ). */
 	struct kvf_conn **plist;
 	uint32_t np;
+	struct ibv_wc *wcs;           /* rdma.poll_batch of them, allocated at create */
 };
 
 uint64_t kvf_rdma_now_ns(void);
