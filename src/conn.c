@@ -481,6 +481,25 @@ static int check_peer_hello(struct kvf_conn *c, const void *pd, size_t len,
 	return 0;
 }
 
+void kvf_conn_set_established(struct kvf_conn *c, const char *how)
+{
+	bool now = false;
+
+	atomic_store(&c->last_heard_ns, kvf_rdma_now_ns());
+	pthread_mutex_lock(&c->lock);
+	if (atomic_load(&c->state) < KVF_CONN_ESTABLISHED) {
+		/* Release: pairs with the scheduler's acquire load in conn_flush. */
+		atomic_store_explicit(&c->state, KVF_CONN_ESTABLISHED, memory_order_release);
+		now = true;
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (!now)
+		return;
+	kvf_info("conn", "connection %u %s %s established (qp 0x%x%s%s)", c->id,
+		 c->active ? "to" : "from", c->peer, c->qp_num, how ? ", " : "", how ? how : "");
+	kvf_rdma_wake(c->t); /* nothing waits on it, but keeps the loop prompt */
+}
+
 static void on_established(struct kvf_conn *c, const struct rdma_cm_event *ev)
 {
 	enum kvf_rej_code code;
@@ -492,14 +511,7 @@ static void on_established(struct kvf_conn *c, const struct rdma_cm_event *ev)
 		kvf_conn_teardown(c, KVF_FAIL_CONNECT, why);
 		return;
 	}
-	atomic_store(&c->last_heard_ns, kvf_rdma_now_ns());
-	pthread_mutex_lock(&c->lock);
-	if (atomic_load(&c->state) < KVF_CONN_DEAD)
-		atomic_store_explicit(&c->state, KVF_CONN_ESTABLISHED, memory_order_release);
-	pthread_mutex_unlock(&c->lock);
-	kvf_info("conn", "connection %u %s %s established (qp 0x%x)", c->id,
-		 c->active ? "to" : "from", c->peer, c->qp_num);
-	kvf_rdma_wake(c->t); /* nothing waits on it, but keeps the loop prompt */
+	kvf_conn_set_established(c, NULL);
 }
 
 /* --------------------------------------------- passive side (prefill) */

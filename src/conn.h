@@ -131,6 +131,11 @@ struct rdma_cm_id *kvf_conn_cm_event(struct kvf_rdma *t, struct rdma_cm_event *e
 /* Tear down once: QP to error, drain markers, disconnect, PEER_LOST with
  * reason (enum kvf_fail_reason). Later calls do nothing. */
 void kvf_conn_teardown(struct kvf_conn *c, uint16_t reason, const char *why);
+/* CONNECTING -> ESTABLISHED (once; later calls do nothing). The passive
+ * side also calls it on the first frame received: the active side may send
+ * as soon as it has our REP, before our ESTABLISHED event is read, and the
+ * frames it sends (ROOM_INFO) lead straight to writes on this connection. */
+void kvf_conn_set_established(struct kvf_conn *c, const char *how);
 /* Destroy QP, id and CQ of a DEAD connection (drained or given up). */
 void kvf_conn_destroy(struct kvf_conn *c);
 /* Post receive buffer slot. 0 or -errno. */

@@ -170,6 +170,11 @@ static void on_recv(struct poller *p, struct kvf_conn *c, const struct ibv_wc *w
 		return;
 	}
 	atomic_store_explicit(&c->last_heard_ns, kvf_rdma_now_ns(), memory_order_relaxed);
+	/* Before the frame becomes an event: a ROOM_INFO pushed while we are
+	 * still CONNECTING would have its writes refused (-ENOTCONN) and the
+	 * room failed as peer lost. Our QP is in RTS since the accept. */
+	if (!c->active && atomic_load(&c->state) == KVF_CONN_CONNECTING)
+		kvf_conn_set_established(c, "first frame before the ESTABLISHED event");
 	if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
 		uint32_t imm = ntohl(wc->imm_data);
 		struct kvf_event ev = {
