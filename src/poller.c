@@ -212,9 +212,13 @@ static void on_send(struct poller *p, struct kvf_conn *c, const struct ibv_wc *w
 	if (wc->status == IBV_WC_SUCCESS)
 		atomic_store_explicit(&c->last_heard_ns, kvf_rdma_now_ns(), memory_order_relaxed);
 	kvf_rdma_push(p->t, &ev);
-	if (wc->status != IBV_WC_SUCCESS && wc->status != IBV_WC_WR_FLUSH_ERR) {
+	if (wc->status != IBV_WC_SUCCESS) {
 		/* The WC itself fails its room (pushed first, so that reason
-		 * wins); the QP is in error, so the connection is gone too. */
+		 * wins); the QP is in error, so the connection is gone too. A
+		 * flush on a connection not yet torn down means the QP went to
+		 * error without an error completion here (an async event not
+		 * read yet, the peer's QP failing): the same, or the rooms that
+		 * wait on this connection would only learn it from a deadline. */
 		snprintf(why, sizeof(why), "%s (vendor_err 0x%x, qp 0x%x): %s",
 			 ibv_wc_status_str(wc->status), wc->vendor_err, wc->qp_num,
 			 kvf_wc_hint(wc->status));
