@@ -7,6 +7,7 @@
 #    only when something is missing);
 # 2. configures (once) and builds in ${KVF_BUILD_DIR:-build};
 # 3. runs the unit suite: meson test --suite unit --print-errorlogs;
+# 3b. checks the room protocol model with spin (tests/model/run.sh);
 # 4. runs the RDMA suite tests/rxe/run.sh: on this host's RDMA device when it
 #    has one (ibv_devices lists one), else inside a qemu guest with soft-RoCE
 #    (scripts/rxe-vm.sh);
@@ -95,6 +96,18 @@ else
 	problem unit "the build failed"
 	section_end "unit suite" "not run"
 fi
+
+# ---- 3b. protocol model -------------------------------------------------------
+section "protocol model (spin)"
+"$KVF_REPO/tests/model/run.sh" 2>&1 | tee "$log"
+rc=${PIPESTATUS[0]}
+if l=$(grep -E '^model: [0-9]+ passed, [0-9]+ failed$' "$log" | tail -n1); then
+	summary+=("$l")
+else
+	problem model "no summary line (runner exit $rc)"
+fi
+[ "$rc" = 0 ] || status=1
+section_end "protocol model" "exit $rc"
 
 # ---- 4. RDMA suite ------------------------------------------------------------
 section "rdma suite"
