@@ -209,8 +209,6 @@ static void on_send(struct poller *p, struct kvf_conn *c, const struct ibv_wc *w
 		c->sq_drained = true;
 		return;
 	}
-	if (wc->status == IBV_WC_SUCCESS)
-		atomic_store_explicit(&c->last_heard_ns, kvf_rdma_now_ns(), memory_order_relaxed);
 	kvf_rdma_push(p->t, &ev);
 	if (wc->status != IBV_WC_SUCCESS) {
 		/* The WC itself fails its room (pushed first, so that reason
