@@ -344,6 +344,9 @@ void kvf_conn_teardown(struct kvf_conn *c, uint16_t reason, const char *why)
 	c->lost_reason = reason;
 	kvf_warn("conn", "connection %u (%s, qp 0x%x) down in %s: %s", c->id, c->peer,
 		 c->qp_num, kvf_conn_state_str(st), why);
+	/* The why goes with the event: it becomes each room's failure text
+	 * (a reject reason, the first error completion, the heartbeat miss). */
+	ev.data = why ? strdup(why) : NULL;
 	kvf_rdma_push(c->t, &ev);
 }
 
@@ -604,12 +607,14 @@ static uint16_t cm_fail_reason(enum rdma_cm_event_type e)
 
 static void on_failure_event(struct kvf_conn *c, struct rdma_cm_event *ev)
 {
-	char why[200], rej[80];
+	char why[400], rej[160];
 
 	if (ev->event == RDMA_CM_EVENT_REJECTED) {
 		kvf_proto_decode_rej(ev->param.conn.private_data, ev->param.conn.private_data_len,
 				     rej, sizeof(rej));
-		snprintf(why, sizeof(why), "rejected by peer: %s", rej);
+		/* Not ours: the CM's own reject (status is the IB CM reason on
+		 * IB and RoCE; 8 = no listener on that port). */
+		snprintf(why, sizeof(why), "rejected by %s: %s (status %d)", c->peer, rej, ev->status);
 		kvf_err("conn", "connection %u to %s %s", c->id, c->peer, why);
 	} else if (ev->event == RDMA_CM_EVENT_DISCONNECTED) {
 		snprintf(why, sizeof(why), "peer disconnected");
