@@ -557,6 +557,7 @@ static struct rdma_cm_id *on_connect_request(struct kvf_rdma *t, struct rdma_cm_
 	struct rdma_conn_param p;
 	enum kvf_rej_code code;
 	char from[INET6_ADDRSTRLEN + 8], why[160];
+	bool adopted;
 	int rc;
 
 	peer_addr_str(id, from, sizeof(from));
@@ -574,12 +575,15 @@ static struct rdma_cm_id *on_connect_request(struct kvf_rdma *t, struct rdma_cm_
 	id->context = (void *)(uintptr_t)c->id;
 	c->peer_frame_max = tmp.peer_frame_max;
 	atomic_store(&c->state, KVF_CONN_CONNECTING);
-	if (kvf_poller_adopt(t, c) || create_qp(c)) {
+	adopted = !kvf_poller_adopt(t, c);
+	if (!adopted || create_qp(c)) {
 		if (c->qp)
 			rdma_destroy_qp(id);
 		c->qp = NULL;
 		c->cm_id = NULL; /* the caller destroys the id */
 		kvf_conn_teardown(c, KVF_FAIL_CONNECT, "could not set up the queue pair");
+		if (!adopted) /* housekeeping never sees it: unlink here */
+			kvf_conn_unlink(c);
 		kvf_conn_put(c);
 		return reject(id, from, KVF_REJ_RESOURCES, "queue pair setup");
 	}

@@ -343,9 +343,12 @@ static void start_new_conns(struct kvf_rdma *t)
 	if (n == 64)
 		atomic_store(&t->new_conns, true); /* more next round */
 	for (uint32_t i = 0; i < n; i++) {
-		if (kvf_poller_adopt(t, fresh[i]))
+		if (kvf_poller_adopt(t, fresh[i])) {
+			/* Not in the poll list, so housekeeping would never
+			 * unlink it: do it here. */
 			kvf_conn_teardown(fresh[i], KVF_FAIL_CONNECT, "out of memory");
-		else if (atomic_load(&t->dev_dead))
+			kvf_conn_unlink(fresh[i]);
+		} else if (atomic_load(&t->dev_dead))
 			kvf_conn_teardown(fresh[i], KVF_FAIL_DEVICE, "the device failed");
 		else
 			kvf_conn_start(fresh[i]);
