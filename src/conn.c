@@ -406,10 +406,28 @@ static int resolve_peer(struct kvf_conn *c, struct addrinfo **ai)
 	return 0;
 }
 
+/* rdma.source_addr: the local address to connect from, or NULL. */
+static int resolve_source(struct kvf_conn *c, struct addrinfo **src)
+{
+	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+				 .ai_flags = AI_PASSIVE};
+	int rc;
+
+	*src = NULL;
+	if (!c->t->cfg.source_addr[0])
+		return 0;
+	rc = getaddrinfo(c->t->cfg.source_addr, NULL, &hints, src);
+	if (rc) {
+		kvf_err("conn", "rdma.source_addr %s: %s", c->t->cfg.source_addr, gai_strerror(rc));
+		return -EINVAL;
+	}
+	return 0;
+}
+
 void kvf_conn_start(struct kvf_conn *c)
 {
 	struct kvf_rdma *t = c->t;
-	struct addrinfo *ai = NULL;
+	struct addrinfo *ai = NULL, *src = NULL;
 	int rc;
 
 	atomic_store(&c->state, KVF_CONN_RESOLVING);
@@ -422,9 +440,18 @@ void kvf_conn_start(struct kvf_conn *c)
 		fail_connect(c, "resolving the peer address", -rc);
 		return;
 	}
+	rc = resolve_source(c, &src);
+	if (rc) {
+		freeaddrinfo(ai);
+		fail_connect(c, "resolving rdma.source_addr", -rc);
+		return;
+	}
 	set_id_options(c);
-	if (rdma_resolve_addr(c->cm_id, NULL, ai->ai_addr, (int)t->cfg.connect_timeout_ms))
+	if (rdma_resolve_addr(c->cm_id, src ? src->ai_addr : NULL, ai->ai_addr,
+			      (int)t->cfg.connect_timeout_ms))
 		fail_connect(c, "rdma_resolve_addr", errno);
+	if (src)
+		freeaddrinfo(src);
 	freeaddrinfo(ai);
 }
 

@@ -753,23 +753,51 @@ static int bind_listener(struct kvf_rdma *t)
 	return rc;
 }
 
-/* The device: rdma.device if set, else the one the listen address is on,
- * else the first with an ACTIVE port. Every connection must route through
- * it: the pool is registered there. */
+/* The device rdma.source_addr is on (bound to it once, like the listener),
+ * or NULL where it is not set or not on an RDMA device (logged). */
+static struct ibv_context *source_device(struct kvf_rdma *t, uint8_t *port)
+{
+	struct addrinfo hints = {.ai_flags = AI_PASSIVE, .ai_socktype = SOCK_STREAM}, *ai;
+	struct rdma_cm_id *id = NULL;
+	struct ibv_context *ctx = NULL;
+
+	if (!t->cfg.source_addr[0] || getaddrinfo(t->cfg.source_addr, NULL, &hints, &ai))
+		return NULL;
+	if (!rdma_create_id(t->ech, &id, NULL, RDMA_PS_TCP) && !rdma_bind_addr(id, ai->ai_addr)) {
+		ctx = id->verbs;
+		*port = id->port_num;
+	}
+	if (!ctx)
+		kvf_warn("rdma", "rdma.source_addr %s is not on an RDMA device: %s",
+			 t->cfg.source_addr, strerror(errno));
+	if (id)
+		rdma_destroy_id(id);
+	freeaddrinfo(ai);
+	return ctx;
+}
+
+/* The device: rdma.device if set, else the one the listen address (or
+ * rdma.source_addr) is on, else the first with an ACTIVE port. Every
+ * connection must route through it: the pool is registered there. */
 static int open_device(struct kvf_rdma *t)
 {
-	struct ibv_context *lctx = t->listen_id ? t->listen_id->verbs : NULL;
+	uint8_t sport = 0;
+	struct ibv_context *lctx;
 	struct ibv_device_attr da;
 	int n = 0, rc;
 
+	/* First: the list holds the device contexts open, so the one a
+	 * short-lived id reports stays valid after that id is gone. */
 	t->devs = rdma_get_devices(&n);
 	if (!t->devs || !n) {
 		kvf_err("rdma", "no RDMA devices");
 		return -ENODEV;
 	}
+	lctx = t->listen_id ? t->listen_id->verbs : source_device(t, &sport);
 	if (lctx && !t->cfg.device[0]) {
 		t->ctx = lctx;
-		t->port = t->cfg.port_num ? (uint8_t)t->cfg.port_num : t->listen_id->port_num;
+		t->port = t->cfg.port_num ? (uint8_t)t->cfg.port_num
+			  : t->listen_id ? t->listen_id->port_num : sport;
 		rc = kvf_verbs_check_port(t->ctx, t->port);
 	} else {
 		rc = kvf_verbs_pick_device(t->devs, n, t->cfg.device, t->cfg.port_num, &t->ctx,
@@ -778,8 +806,10 @@ static int open_device(struct kvf_rdma *t)
 	if (rc)
 		return rc;
 	if (lctx && lctx != t->ctx) {
-		kvf_err("rdma", "rdma.listen_addr %s is on %s, rdma.device is %s",
-			t->cfg.listen_addr, ibv_get_device_name(lctx->device), t->cfg.device);
+		kvf_err("rdma", "%s %s is on %s, rdma.device is %s",
+			t->listen_id ? "rdma.listen_addr" : "rdma.source_addr",
+			t->listen_id ? t->cfg.listen_addr : t->cfg.source_addr,
+			ibv_get_device_name(lctx->device), t->cfg.device);
 		return -EINVAL;
 	}
 	if (!ibv_query_device(t->ctx, &da) && (uint32_t)da.max_sge < t->max_sge)
