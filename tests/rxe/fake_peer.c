@@ -1,0 +1,745 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * fake_peer: a decode-side kvferry peer written with raw rdma_cm and verbs
+ * and kvferry's own frame encoders (src/proto.c), that connects to a real
+ * kvferry prefill engine (tests/rxe/kvf_driver --role prefill), does the
+ * real handshake (connect private data, HELLO, ROOM_INFO, HEARTBEAT), checks
+ * every byte the prefill writes, and misbehaves on purpose:
+ *
+ *   good        everything right: every room's data lands and checks
+ *   bad-rkey    HELLO carries wrong rkeys; room 0 is asked on that connection
+ *               (its first write gets a remote access error at the prefill,
+ *               which tears the connection down); rooms 1.. on a second,
+ *               correct connection
+ *   bad-block   ROOM_INFO of room --bad-room names a block id outside the
+ *               pool of the HELLO (the prefill's decoder must refuse it);
+ *               the other rooms on the same connection
+ *   mr-overrun  HELLO announces twice the blocks that are registered; room
+ *               --bad-room names a block past the registration (passes the
+ *               decoder's check, the write gets a remote access error); rooms
+ *               before it on connection 1, after it on connection 2
+ *   truncated   ROOM_INFO of --bad-room says one block more than it carries
+ *               (header length consistent: a bad body naming its room)
+ *   short       ROOM_INFO of --bad-room is sent 4 bytes shorter than its
+ *               header's length (the header itself is unsound: the
+ *               connection goes); rooms before it on connection 1, it and
+ *               the rest again on connection 2
+ *   bad-layout  HELLO with twice the block size: nothing can be written;
+ *               room 0 on connection 1 (closed by us after --wait), the rest
+ *               on connection 2
+ *   bad-version connect private data with protocol version 2: rejected
+ *   bad-token   connect private data with another token's hash: rejected
+ *
+ * One line per event on stdout ("fake_peer: ..."); the last line is
+ * "fake_peer: RESULT ok" or "fake_peer: RESULT FAIL <reason>" (what this
+ * side saw against what the mode expects) and the exit status follows it.
+ * The prefill side's view (per room) is kvf_driver's output.
+ *
+ *   fake_peer --server ADDR:PORT --mode MODE [--bind ADDR] [--token T]
+ *     [--rooms N (6)] [--first-id ID (0x1000)] [--buffers B (4)]
+ *     [--block-size S (16384)] [--blocks-per-room K (4)] [--pool-blocks P]
+ *     [--bad-room I (2)] [--hb-ms MS (500)] [--wait S (4)] [--timeout S (30)]
+ * The shape options must equal the prefill driver's.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include "pattern.h"
+#include "proto.h"
+
+#define FRAME 32768u
+#define RX_N 64u
+#define TX_N 16u
+#define CQ_N 256
+
+enum mode { M_GOOD, M_BAD_RKEY, M_BAD_BLOCK, M_MR_OVERRUN, M_TRUNCATED, M_SHORT, M_BAD_LAYOUT,
+	    M_BAD_VERSION, M_BAD_TOKEN };
+static const char *const mode_names[] = {"good", "bad-rkey", "bad-block", "mr-overrun",
+	"truncated", "short", "bad-layout", "bad-version", "bad-token"};
+
+struct opts {
+	const char *server, *bind, *token;
+	enum mode mode;
+	uint32_t rooms, nbufs, bpr, pool_blocks, bad_room, hb_ms;
+	uint64_t block_size, first_id;
+	double wait_s, timeout_s;
+};
+
+/* Room outcome on this side. */
+enum { R_NONE, R_ASKED, R_DONE, R_BAD, R_ABORTED };
+
+struct peer {
+	struct opts o;
+	uint8_t **bufs;       /* the pool: nbufs x pool_blocks x block_size */
+	uint8_t *rx, *tx;
+	uint8_t *rstate;      /* per room */
+	uint32_t ok, bad_words, aborts;
+	bool got_hello;
+};
+
+/* One connection. */
+struct conn {
+	struct rdma_event_channel *ech;
+	struct rdma_cm_id *id;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	struct ibv_mr *rx_mr, *tx_mr, **pool_mr;
+	uint32_t tx_next;
+	bool established, gone, rejected;
+	char why[160];
+	double last_hb;
+};
+
+static double mono(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: fake_peer --server ADDR:PORT --mode MODE [--bind ADDR] [--token T]\n"
+		"  [--rooms N] [--first-id ID] [--buffers B] [--block-size S] [--blocks-per-room K]\n"
+		"  [--pool-blocks P] [--bad-room I] [--hb-ms MS] [--wait S] [--timeout S]\n");
+	exit(2);
+}
+
+static void parse(int argc, char **argv, struct opts *o)
+{
+	const char *mode = NULL;
+
+	*o = (struct opts){.token = "", .rooms = 6, .nbufs = 4, .bpr = 4, .block_size = 16384,
+			   .first_id = 0x1000, .bad_room = 2, .hb_ms = 500, .wait_s = 4,
+			   .timeout_s = 30};
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+
+		if (!v)
+			usage();
+		i++;
+		if (!strcmp(a, "--server")) o->server = v;
+		else if (!strcmp(a, "--bind")) o->bind = v;
+		else if (!strcmp(a, "--token")) o->token = v;
+		else if (!strcmp(a, "--mode")) mode = v;
+		else if (!strcmp(a, "--rooms")) o->rooms = (uint32_t)strtoul(v, NULL, 0);
+		else if (!strcmp(a, "--first-id")) o->first_id = strtoull(v, NULL, 0);
+		else if (!strcmp(a, "--buffers")) o->nbufs = (uint32_t)strtoul(v, NULL, 0);
+		else if (!strcmp(a, "--block-size")) o->block_size = strtoull(v, NULL, 0);
+		else if (!strcmp(a, "--blocks-per-room")) o->bpr = (uint32_t)strtoul(v, NULL, 0);
+		else if (!strcmp(a, "--pool-blocks")) o->pool_blocks = (uint32_t)strtoul(v, NULL, 0);
+		else if (!strcmp(a, "--bad-room")) o->bad_room = (uint32_t)strtoul(v, NULL, 0);
+		else if (!strcmp(a, "--hb-ms")) o->hb_ms = (uint32_t)strtoul(v, NULL, 0);
+		else if (!strcmp(a, "--wait")) o->wait_s = atof(v);
+		else if (!strcmp(a, "--timeout")) o->timeout_s = atof(v);
+		else usage();
+	}
+	if (!o->server || !mode)
+		usage();
+	o->mode = (enum mode)-1;
+	for (unsigned m = 0; m < sizeof(mode_names) / sizeof(mode_names[0]); m++)
+		if (!strcmp(mode, mode_names[m]))
+			o->mode = (enum mode)m;
+	if ((int)o->mode < 0) {
+		fprintf(stderr, "fake_peer: unknown mode %s\n", mode);
+		usage();
+	}
+	if (!o->pool_blocks)
+		o->pool_blocks = o->rooms * o->bpr;
+	if ((o->mode == M_MR_OVERRUN || o->mode == M_SHORT) && o->bad_room == 0)
+		o->bad_room = 1; /* at least one good room goes before it */
+	if (!o->rooms || o->rooms > 4096 || !o->bpr || o->bpr > 512 || o->bad_room >= o->rooms ||
+	    o->rooms * o->bpr > o->pool_blocks || o->block_size % 8)
+		usage();
+}
+
+static int result(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int result(bool ok, const char *fmt, ...)
+{
+	char msg[256] = "";
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	printf("fake_peer: RESULT %s%s%s\n", ok ? "ok" : "FAIL", *msg ? " " : "", msg);
+	return ok ? 0 : 1;
+}
+
+/* ------------------------------------------------------------ addresses */
+
+static int get_addr(const char *hostport, bool has_port, struct sockaddr_storage *ss)
+{
+	char host[256], *colon = NULL;
+	struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *ai;
+	int rc;
+
+	snprintf(host, sizeof(host), "%s", hostport);
+	if (has_port) {
+		colon = strrchr(host, ':');
+		if (!colon)
+			return -EINVAL;
+		*colon++ = '\0';
+	}
+	rc = getaddrinfo(host, colon, &hints, &ai);
+	if (rc) {
+		printf("fake_peer: %s: %s\n", hostport, gai_strerror(rc));
+		return -EINVAL;
+	}
+	memcpy(ss, ai->ai_addr, ai->ai_addrlen);
+	freeaddrinfo(ai);
+	return 0;
+}
+
+/* ------------------------------------------------------------ cm events */
+
+/* Wait for one cm event on c (blocking up to secs); returns its type or -1. */
+static int wait_cm(struct peer *p, struct conn *c, double secs, struct rdma_cm_event **out)
+{
+	struct pollfd pfd = {.fd = c->ech->fd, .events = POLLIN};
+	double end = mono() + secs;
+
+	for (;;) {
+		if (!rdma_get_cm_event(c->ech, out))
+			return (int)(*out)->event;
+		if (errno != EAGAIN)
+			return -1;
+		if (mono() > end)
+			return -1;
+		poll(&pfd, 1, 50);
+	}
+	(void)p;
+}
+
+static int expect_cm(struct peer *p, struct conn *c, enum rdma_cm_event_type want, double secs)
+{
+	struct rdma_cm_event *ev;
+	int e = wait_cm(p, c, secs, &ev);
+
+	if (e < 0) {
+		printf("fake_peer: no %s within %.0f s\n", rdma_event_str(want), secs);
+		return -ETIMEDOUT;
+	}
+	if (e != (int)want) {
+		printf("fake_peer: %s (status %d) while waiting for %s\n", rdma_event_str(ev->event),
+		       ev->status, rdma_event_str(want));
+		rdma_ack_cm_event(ev);
+		return -EPROTO;
+	}
+	rdma_ack_cm_event(ev);
+	return 0;
+}
+
+/* ------------------------------------------------------------ frames */
+
+static int post_recv(struct peer *p, struct conn *c, uint32_t slot)
+{
+	struct ibv_sge sge = {.addr = (uintptr_t)(p->rx + (size_t)slot * FRAME), .length = FRAME,
+			      .lkey = c->rx_mr->lkey};
+	struct ibv_recv_wr wr = {.wr_id = slot, .sg_list = &sge, .num_sge = 1}, *bad;
+
+	return ibv_post_recv(c->id->qp, &wr, &bad);
+}
+
+/* SEND len bytes from tx slot (caller filled it). Signaled; completions are
+ * reaped by the event loop. */
+static int post_send(struct peer *p, struct conn *c, uint32_t slot, uint32_t len)
+{
+	struct ibv_sge sge = {.addr = (uintptr_t)(p->tx + (size_t)slot * FRAME), .length = len,
+			      .lkey = c->tx_mr->lkey};
+	struct ibv_send_wr wr = {.wr_id = 1u << 31 | slot, .sg_list = &sge, .num_sge = 1,
+				 .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED}, *bad;
+	int rc = ibv_post_send(c->id->qp, &wr, &bad);
+
+	if (rc)
+		printf("fake_peer: ibv_post_send: %s\n", strerror(rc));
+	return rc;
+}
+
+static uint8_t *tx_slot(struct peer *p, struct conn *c, uint32_t *slot)
+{
+	*slot = c->tx_next++ % TX_N;
+	return p->tx + (size_t)*slot * FRAME;
+}
+
+static int send_hello(struct peer *p, struct conn *c, bool bad_rkey, bool inflate, bool bad_bs)
+{
+	struct kvf_hello_buf hb[1024];
+	uint32_t slot;
+	uint8_t *buf = tx_slot(p, c, &slot);
+	int len;
+
+	for (uint32_t k = 0; k < p->o.nbufs; k++) {
+		hb[k].addr = (uintptr_t)p->bufs[k];
+		hb[k].block_size = bad_bs ? 2 * p->o.block_size : p->o.block_size;
+		hb[k].rkey = c->pool_mr[k]->rkey;
+		if (bad_rkey)
+			hb[k].rkey ^= 0x00ff0f00u; /* a key this PD never issued */
+	}
+	len = kvf_proto_encode_hello(buf, FRAME, "fake-peer",
+				     inflate ? 2 * p->o.pool_blocks : p->o.pool_blocks, hb, p->o.nbufs);
+	if (len < 0)
+		return len;
+	printf("fake_peer: HELLO sent: %u buffers x %u blocks%s%s%s\n", p->o.nbufs,
+	       inflate ? 2 * p->o.pool_blocks : p->o.pool_blocks, bad_rkey ? " (wrong rkeys)" : "",
+	       inflate ? " (twice the registered blocks)" : "", bad_bs ? " (twice the block size)" : "");
+	return post_send(p, c, slot, (uint32_t)len);
+}
+
+/* kind: 0 good, 1 out-of-range block, 2 truncated body, 3 short send,
+ * 4 block past the registration (inside the announced pool). */
+static int send_room_info(struct peer *p, struct conn *c, uint32_t i, int kind)
+{
+	uint32_t blocks[513], n = p->o.bpr, slot;
+	uint8_t *buf = tx_slot(p, c, &slot);
+	int len;
+
+	for (uint32_t j = 0; j < n; j++)
+		blocks[j] = kvt_dst_block(i, j, p->o.bpr, p->o.pool_blocks);
+	if (kind == 1)
+		blocks[n - 1] = p->o.pool_blocks + 7; /* past the pool of our HELLO */
+	if (kind == 4)
+		blocks[0] = p->o.pool_blocks + 3;     /* announced, not registered */
+	/* each room's destination blocks are poisoned before it is asked */
+	for (uint32_t k = 0; k < p->o.nbufs; k++)
+		for (uint32_t j = 0; j < n; j++)
+			if (blocks[j] < p->o.pool_blocks)
+				memset(p->bufs[k] + (size_t)blocks[j] * p->o.block_size, 0xdd,
+				       p->o.block_size);
+	len = kvf_proto_encode_room_info(buf, FRAME, p->o.first_id + i, i /* imm = slot i */,
+					 blocks, n);
+	if (len < 0)
+		return len;
+	if (kind == 2) {
+		/* count says n + 1; the frame (and its header length) holds n */
+		uint32_t m = n + 1;
+
+		memcpy(buf + KVF_PROTO_HDR_LEN + 8, (uint8_t[4]){(uint8_t)m, (uint8_t)(m >> 8),
+			(uint8_t)(m >> 16), (uint8_t)(m >> 24)}, 4);
+	}
+	if (kind == 3)
+		len -= 4;
+	p->rstate[i] = R_ASKED;
+	printf("fake_peer: ROOM_INFO room %u id=%#" PRIx64 " sent (%s, %d bytes)\n", i,
+	       p->o.first_id + i,
+	       (const char *[]){"good", "out-of-range block id", "truncated block list",
+				"cut 4 bytes short of its header length",
+				"block past the registered memory"}[kind], len);
+	return post_send(p, c, slot, (uint32_t)len);
+}
+
+static void send_heartbeat(struct peer *p, struct conn *c)
+{
+	uint32_t slot;
+	uint8_t *buf = tx_slot(p, c, &slot);
+	int len = kvf_proto_encode_heartbeat(buf, FRAME);
+
+	if (len > 0)
+		post_send(p, c, slot, (uint32_t)len);
+	c->last_hb = mono();
+}
+
+/* ------------------------------------------------------------ data check */
+
+static void check_room(struct peer *p, uint32_t i)
+{
+	uint32_t bad = 0;
+
+	for (uint32_t k = 0; k < p->o.nbufs; k++)
+		for (uint32_t j = 0; j < p->o.bpr; j++) {
+			uint32_t db = kvt_dst_block(i, j, p->o.bpr, p->o.pool_blocks);
+			uint32_t sb = kvt_src_block(i, j, p->o.bpr, p->o.pool_blocks);
+			const uint64_t *w = (const uint64_t *)(p->bufs[k] + (size_t)db * p->o.block_size);
+
+			for (uint64_t x = 0; x < p->o.block_size / 8; x++)
+				bad += w[x] != kvt_word(k, sb, x);
+		}
+	p->bad_words += bad;
+	if (!bad)
+		p->ok++;
+	p->rstate[i] = bad ? R_BAD : R_DONE;
+	printf("fake_peer: room %u id=%#" PRIx64 " data landed: %s (%u bad words)\n", i,
+	       p->o.first_id + i, bad ? "MISMATCH" : "every byte checked", bad);
+}
+
+/* ------------------------------------------------------------ connection */
+
+static void conn_close(struct peer *p, struct conn *c)
+{
+	if (c->id && c->established && !c->gone)
+		rdma_disconnect(c->id);
+	if (c->id && c->id->qp)
+		rdma_destroy_qp(c->id);
+	for (uint32_t k = 0; c->pool_mr && k < p->o.nbufs; k++)
+		if (c->pool_mr[k])
+			ibv_dereg_mr(c->pool_mr[k]);
+	free(c->pool_mr);
+	if (c->rx_mr)
+		ibv_dereg_mr(c->rx_mr);
+	if (c->tx_mr)
+		ibv_dereg_mr(c->tx_mr);
+	if (c->cq)
+		ibv_destroy_cq(c->cq);
+	if (c->pd)
+		ibv_dealloc_pd(c->pd);
+	if (c->id)
+		rdma_destroy_id(c->id);
+	if (c->ech)
+		rdma_destroy_event_channel(c->ech);
+	/* keep what the caller still reads: gone, rejected, why */
+	c->ech = NULL, c->id = NULL, c->pd = NULL, c->cq = NULL;
+	c->rx_mr = c->tx_mr = NULL, c->pool_mr = NULL, c->established = false;
+}
+
+/* Connect with our private data (version and token per mode). 0 when
+ * established, 1 when rejected (c->why says why), <0 on other errors. */
+static int conn_open(struct peer *p, struct conn *c, uint16_t version, const char *token)
+{
+	struct sockaddr_storage dst, src;
+	struct kvf_cm_hello h = {.version = version, .frame_max = FRAME};
+	uint8_t priv[KVF_PROTO_CM_LEN];
+	struct rdma_conn_param cp = {.private_data = priv, .private_data_len = sizeof(priv),
+				     .responder_resources = 1, .initiator_depth = 1,
+				     .retry_count = 7, .rnr_retry_count = 7};
+	struct ibv_qp_init_attr qa = {.cap = {.max_send_wr = 64, .max_recv_wr = RX_N,
+					      .max_send_sge = 1, .max_recv_sge = 1},
+				      .qp_type = IBV_QPT_RC};
+	struct rdma_cm_event *ev;
+	int e;
+
+	memset(c, 0, sizeof(*c));
+	if (get_addr(p->o.server, true, &dst) || (p->o.bind && get_addr(p->o.bind, false, &src)))
+		return -EINVAL;
+	c->ech = rdma_create_event_channel();
+	if (!c->ech || rdma_create_id(c->ech, &c->id, NULL, RDMA_PS_TCP))
+		return -errno;
+	fcntl(c->ech->fd, F_SETFL, fcntl(c->ech->fd, F_GETFL) | O_NONBLOCK);
+	if (rdma_resolve_addr(c->id, p->o.bind ? (struct sockaddr *)&src : NULL,
+			      (struct sockaddr *)&dst, 5000)) {
+		printf("fake_peer: rdma_resolve_addr: %s\n", strerror(errno));
+		return -errno;
+	}
+	if (expect_cm(p, c, RDMA_CM_EVENT_ADDR_RESOLVED, 10))
+		return -EHOSTUNREACH;
+	if (rdma_resolve_route(c->id, 5000) || expect_cm(p, c, RDMA_CM_EVENT_ROUTE_RESOLVED, 10))
+		return -EHOSTUNREACH;
+	printf("fake_peer: route to %s via %s\n", p->o.server, ibv_get_device_name(c->id->verbs->device));
+	c->pd = ibv_alloc_pd(c->id->verbs);
+	c->cq = c->pd ? ibv_create_cq(c->id->verbs, CQ_N, NULL, NULL, 0) : NULL;
+	if (!c->cq)
+		return -ENOMEM;
+	qa.send_cq = qa.recv_cq = c->cq;
+	if (rdma_create_qp(c->id, c->pd, &qa)) {
+		printf("fake_peer: rdma_create_qp: %s\n", strerror(errno));
+		return -errno;
+	}
+	c->rx_mr = ibv_reg_mr(c->pd, p->rx, (size_t)RX_N * FRAME, IBV_ACCESS_LOCAL_WRITE);
+	c->tx_mr = ibv_reg_mr(c->pd, p->tx, (size_t)TX_N * FRAME, 0);
+	c->pool_mr = calloc(p->o.nbufs, sizeof(*c->pool_mr));
+	if (!c->rx_mr || !c->tx_mr || !c->pool_mr)
+		return -ENOMEM;
+	for (uint32_t k = 0; k < p->o.nbufs; k++) {
+		c->pool_mr[k] = ibv_reg_mr(c->pd, p->bufs[k], (size_t)p->o.pool_blocks * p->o.block_size,
+					   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+		if (!c->pool_mr[k])
+			return -errno;
+	}
+	for (uint32_t s = 0; s < RX_N; s++)
+		if (post_recv(p, c, s))
+			return -EIO;
+	kvf_proto_token_hash(token, h.token_hash);
+	snprintf(h.engine_id, sizeof(h.engine_id), "fake-peer");
+	kvf_proto_encode_cm(priv, &h);
+	if (rdma_connect(c->id, &cp)) {
+		printf("fake_peer: rdma_connect: %s\n", strerror(errno));
+		return -errno;
+	}
+	e = wait_cm(p, c, 15, &ev);
+	if (e < 0) {
+		printf("fake_peer: no answer to the connect within 15 s\n");
+		return -ETIMEDOUT;
+	}
+	if (e == RDMA_CM_EVENT_REJECTED) {
+		char text[96];
+
+		kvf_proto_decode_rej(ev->param.conn.private_data, ev->param.conn.private_data_len,
+				     text, sizeof(text));
+		snprintf(c->why, sizeof(c->why), "%s", text);
+		printf("fake_peer: REJECTED by the prefill: %s (status %d, %u bytes of private data)\n",
+		       text, ev->status, ev->param.conn.private_data_len);
+		rdma_ack_cm_event(ev);
+		c->rejected = true;
+		return 1;
+	}
+	if (e != RDMA_CM_EVENT_ESTABLISHED) {
+		printf("fake_peer: connect: %s (status %d)\n", rdma_event_str(ev->event), ev->status);
+		rdma_ack_cm_event(ev);
+		return -ECONNREFUSED;
+	}
+	{
+		struct kvf_cm_hello ph;
+		char why[128];
+
+		if (kvf_proto_decode_cm(ev->param.conn.private_data, ev->param.conn.private_data_len,
+					&ph, why, sizeof(why)))
+			printf("fake_peer: ESTABLISHED, but the accept data is bad: %s\n", why);
+		else
+			printf("fake_peer: ESTABLISHED with %s (protocol %u, frames up to %u bytes, qp 0x%x)\n",
+			       ph.engine_id, ph.version, ph.frame_max, c->id->qp->qp_num);
+	}
+	rdma_ack_cm_event(ev);
+	c->established = true;
+	c->last_hb = mono();
+	return 0;
+}
+
+/* Poll completions and cm events until every room in [lo, hi) is no longer
+ * R_ASKED, or the connection goes, or secs pass (want_gone: wait for the
+ * connection to go instead). Returns 0, or -ETIMEDOUT. */
+static int run_loop(struct peer *p, struct conn *c, uint32_t lo, uint32_t hi, bool want_gone,
+		    double secs)
+{
+	double end = mono() + secs;
+	struct ibv_wc wc[32];
+
+	while (mono() < end) {
+		struct rdma_cm_event *ev;
+		bool pending = false;
+		int n;
+
+		for (uint32_t i = lo; i < hi; i++)
+			pending |= p->rstate[i] == R_ASKED;
+		if (!want_gone && !pending)
+			return 0;
+		if (c->gone)
+			return want_gone ? 0 : -ECONNRESET;
+		if (!rdma_get_cm_event(c->ech, &ev)) {
+			printf("fake_peer: cm event %s (status %d)\n", rdma_event_str(ev->event), ev->status);
+			if (ev->event == RDMA_CM_EVENT_DISCONNECTED ||
+			    ev->event == RDMA_CM_EVENT_TIMEWAIT_EXIT) {
+				c->gone = true;
+				snprintf(c->why, sizeof(c->why), "%s", rdma_event_str(ev->event));
+			}
+			rdma_ack_cm_event(ev);
+		}
+		n = ibv_poll_cq(c->cq, 32, wc);
+		for (int k = 0; k < n; k++) {
+			bool recv = !(wc[k].wr_id & (1u << 31));
+
+			if (wc[k].status != IBV_WC_SUCCESS) {
+				if (!c->gone)
+					printf("fake_peer: %s completion with %s (vendor_err 0x%x)\n",
+					       recv ? "receive" : "send", ibv_wc_status_str(wc[k].status),
+					       wc[k].vendor_err);
+				if (!c->gone)
+					snprintf(c->why, sizeof(c->why), "%s", ibv_wc_status_str(wc[k].status));
+				c->gone = true;
+				continue;
+			}
+			if (!recv)
+				continue;
+			if (wc[k].opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+				uint32_t i = ntohl(wc[k].imm_data) & 0xfffffu;
+
+				if (i < p->o.rooms && p->rstate[i] == R_ASKED)
+					check_room(p, i);
+				else
+					printf("fake_peer: write-with-immediate for room slot %u, not asked\n", i);
+			} else {
+				struct kvf_proto_limits lim = {.max_blocks = 65536, .max_bufs = 1024,
+							       .nblocks = 1};
+				struct kvf_frame f;
+				char why[200];
+				const uint8_t *b = p->rx + (size_t)wc[k].wr_id * FRAME;
+
+				if (kvf_proto_decode(b, wc[k].byte_len, &lim, &f, NULL, why, sizeof(why))) {
+					printf("fake_peer: bad frame from the prefill: %s\n", why);
+				} else if (f.type == KVF_FR_HELLO) {
+					p->got_hello = true;
+					printf("fake_peer: HELLO from %s: %u buffers x %u blocks\n",
+					       f.hello.engine_id, f.hello.nbufs, f.hello.nblocks);
+				} else if (f.type == KVF_FR_ABORT) {
+					uint32_t i = (uint32_t)(f.room_id - p->o.first_id);
+
+					p->aborts++;
+					printf("fake_peer: ABORT for room %u id=%#" PRIx64 " (to role %u, reason %u)\n",
+					       i, f.room_id, f.abort.to_role, f.abort.reason);
+					if (i < p->o.rooms && p->rstate[i] == R_ASKED)
+						p->rstate[i] = R_ABORTED;
+				} else if (f.type != KVF_FR_HEARTBEAT) {
+					printf("fake_peer: %s for %#" PRIx64 "\n", kvf_frame_type_str(f.type),
+					       f.room_id);
+				}
+			}
+			if (!c->gone)
+				post_recv(p, c, (uint32_t)wc[k].wr_id);
+		}
+		if (!c->gone && p->o.hb_ms && mono() - c->last_hb > p->o.hb_ms / 1000.0)
+			send_heartbeat(p, c);
+		if (!n)
+			usleep(200);
+	}
+	return -ETIMEDOUT;
+}
+
+/* Ask rooms [lo, hi) on c (the bad one per kind), then wait for them. */
+static int ask(struct peer *p, struct conn *c, uint32_t lo, uint32_t hi, int bad_kind)
+{
+	for (uint32_t i = lo; i < hi; i++)
+		if (send_room_info(p, c, i, i == p->o.bad_room ? bad_kind : 0))
+			return -EIO;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct peer p = {0};
+	struct conn c;
+	struct opts *o = &p.o;
+	uint32_t b;
+	int rc;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	parse(argc, argv, o);
+	b = o->bad_room;
+	p.bufs = calloc(o->nbufs, sizeof(*p.bufs));
+	p.rstate = calloc(o->rooms, 1);
+	p.rx = aligned_alloc(4096, (size_t)RX_N * FRAME);
+	p.tx = aligned_alloc(4096, (size_t)TX_N * FRAME);
+	if (!p.bufs || !p.rstate || !p.rx || !p.tx)
+		return 2;
+	for (uint32_t k = 0; k < o->nbufs; k++)
+		if (posix_memalign((void **)&p.bufs[k], 4096, (size_t)o->pool_blocks * o->block_size))
+			return 2;
+	printf("fake_peer: mode %s, server %s%s%s, %u rooms of %u buffers x %u blocks of %" PRIu64 " B\n",
+	       mode_names[o->mode], o->server, o->bind ? ", from " : "", o->bind ? o->bind : "",
+	       o->rooms, o->nbufs, o->bpr, o->block_size);
+
+	if (o->mode == M_BAD_VERSION || o->mode == M_BAD_TOKEN) {
+		bool v = o->mode == M_BAD_VERSION;
+
+		rc = conn_open(&p, &c, v ? KVF_PROTO_VERSION + 1 : KVF_PROTO_VERSION,
+			       v ? o->token : "not-the-token");
+		conn_close(&p, &c);
+		if (rc != 1)
+			return result(false, "the connection was %s, expected a reject",
+				      rc == 0 ? "accepted" : "not made");
+		return result(true, "rejected as expected: %s", c.why);
+	}
+
+	/* connection 1 */
+	rc = conn_open(&p, &c, KVF_PROTO_VERSION, o->token);
+	if (rc)
+		return result(false, "connection 1: %s", rc == 1 ? c.why : strerror(-rc));
+	rc = send_hello(&p, &c, o->mode == M_BAD_RKEY, o->mode == M_MR_OVERRUN,
+			o->mode == M_BAD_LAYOUT);
+	if (rc)
+		return result(false, "HELLO: %s", strerror(rc < 0 ? -rc : rc));
+
+	switch (o->mode) {
+	case M_GOOD:
+	case M_BAD_BLOCK:
+	case M_TRUNCATED:
+		ask(&p, &c, 0, o->rooms, o->mode == M_BAD_BLOCK ? 1 : o->mode == M_TRUNCATED ? 2 : 0);
+		rc = run_loop(&p, &c, 0, o->rooms, false, o->timeout_s);
+		if (o->mode != M_GOOD) {
+			/* the bad room never gets data; see whether the prefill
+			 * tells us (ABORT) within --wait */
+			if (p.rstate[b] == R_ASKED)
+				run_loop(&p, &c, b, b + 1, false, o->wait_s);
+			printf("fake_peer: bad room %u: %s\n", b,
+			       p.rstate[b] == R_ABORTED ? "the prefill sent ABORT for it"
+			       : p.rstate[b] == R_ASKED ? "no data and no ABORT from the prefill"
+							: "DATA LANDED for it");
+		}
+		conn_close(&p, &c);
+		if (o->mode == M_GOOD)
+			return p.ok == o->rooms && !p.bad_words
+				       ? result(true, "%u rooms, every byte checked", p.ok)
+				       : result(false, "%u of %u rooms checked, %u bad words%s", p.ok,
+						o->rooms, p.bad_words, rc ? " (timed out or lost)" : "");
+		if (p.ok != o->rooms - 1 || p.bad_words || p.rstate[b] == R_DONE || p.rstate[b] == R_BAD)
+			return result(false, "%u of %u good rooms checked, %u bad words, bad room %s",
+				      p.ok, o->rooms - 1, p.bad_words,
+				      p.rstate[b] == R_DONE || p.rstate[b] == R_BAD ? "got data" : "no data");
+		return result(true, "%u good rooms checked, bad room %u got no data", p.ok, b);
+
+	case M_BAD_RKEY:
+	case M_BAD_LAYOUT:
+		b = 0; /* room 0 on connection 1 */
+		ask(&p, &c, 0, 1, 0);
+		if (o->mode == M_BAD_RKEY) {
+			run_loop(&p, &c, 0, 1, true, o->timeout_s);
+			printf("fake_peer: connection 1 %s\n", c.gone ? "is gone, as expected"
+								       : "STILL UP after the bad write");
+			if (!c.gone) {
+				conn_close(&p, &c);
+				return result(false, "connection 1 survived a write with a wrong rkey");
+			}
+		} else {
+			run_loop(&p, &c, 0, 1, false, o->wait_s);
+			printf("fake_peer: room 0 after %.0f s: %s\n", o->wait_s,
+			       p.rstate[0] == R_ABORTED ? "ABORT from the prefill"
+			       : p.rstate[0] == R_ASKED ? "no data and no ABORT from the prefill"
+							: "DATA LANDED");
+		}
+		conn_close(&p, &c);
+		break;
+
+	case M_MR_OVERRUN:
+	case M_SHORT:
+		/* good rooms before the bad one on connection 1 */
+		ask(&p, &c, 0, b, 0);
+		rc = run_loop(&p, &c, 0, b, false, o->timeout_s);
+		if (rc) {
+			conn_close(&p, &c);
+			return result(false, "rooms 0..%u on connection 1: %s", b - 1, strerror(-rc));
+		}
+		send_room_info(&p, &c, b, o->mode == M_MR_OVERRUN ? 4 : 3);
+		run_loop(&p, &c, b, b + 1, true, o->timeout_s);
+		printf("fake_peer: connection 1 %s\n", c.gone ? "is gone, as expected"
+							       : "STILL UP after the bad room");
+		conn_close(&p, &c);
+		if (!c.gone && o->mode == M_MR_OVERRUN)
+			return result(false, "connection 1 survived a remote access error");
+		if (o->mode == M_SHORT)
+			p.rstate[b] = R_NONE, b = b - 1; /* room b is asked again below */
+		break;
+	default:
+		break;
+	}
+
+	/* connection 2: the rooms after b, all good */
+	if (b + 1 < o->rooms) {
+		rc = conn_open(&p, &c, KVF_PROTO_VERSION, o->token);
+		if (rc)
+			return result(false, "connection 2: %s", rc == 1 ? c.why : strerror(-rc));
+		send_hello(&p, &c, false, false, false);
+		ask(&p, &c, b + 1, o->rooms, 0);
+		rc = run_loop(&p, &c, b + 1, o->rooms, false, o->timeout_s);
+		conn_close(&p, &c);
+	}
+	{
+		uint32_t want = o->rooms - (o->mode == M_SHORT ? 0 : 1);
+
+		if (p.ok != want || p.bad_words)
+			return result(false, "%u of %u rooms checked, %u bad words", p.ok, want, p.bad_words);
+		return result(true, "%u rooms checked on the second connection%s", p.ok,
+			      o->mode == M_SHORT ? " and before the bad frame" : "");
+	}
+}
