@@ -39,7 +39,7 @@ static void conn_free(struct kvf_conn *c)
 
 	/* Normally kvf_conn_destroy ran on the poller; at close it may not. */
 	if (c->qp)
-		rdma_destroy_qp(c->cm_id);
+		ibv_destroy_qp(c->qp);
 	if (c->cm_id)
 		rdma_destroy_id(c->cm_id);
 	if (c->cq) {
@@ -237,10 +237,92 @@ int kvf_conn_post_recv(struct kvf_conn *c, uint32_t slot)
 	return -rc;
 }
 
+/* rdma_cm's attributes for the next state, with ours on top. The QP is
+ * ours (ibv_create_qp), not rdma_cm's, so that the config applies: rdma_cm
+ * would set path MTU, SL, GID index and the retry fields from the path and
+ * the peer's request. */
+static int move_qp(struct kvf_conn *c, enum ibv_qp_state st)
+{
+	const struct kvf_config *cfg = &c->t->cfg;
+	struct ibv_qp_attr a;
+	int mask = 0, rc;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = st;
+	if (rdma_init_qp_attr(c->cm_id, &a, &mask)) {
+		rc = -errno;
+		kvf_err("conn", "connection %u: rdma_init_qp_attr for qp state %d: %s", c->id, st,
+			strerror(-rc));
+		return rc;
+	}
+	if (st == IBV_QPS_INIT) {
+		/* rdma_cm has 0 here on the active side before the connect
+		 * (librdmacm redoes INIT at RTR for its own QPs): the peer's
+		 * writes land in our pool, and nothing else remote is used. */
+		a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+		mask |= IBV_QP_ACCESS_FLAGS;
+	} else if (st == IBV_QPS_RTR) {
+		a.path_mtu = (enum ibv_mtu)c->mtu;
+		if (cfg->service_level)
+			a.ah_attr.sl = (uint8_t)cfg->service_level;
+		if (cfg->gid_index >= 0)
+			a.ah_attr.grh.sgid_index = (uint8_t)cfg->gid_index;
+		if (cfg->traffic_class)
+			a.ah_attr.grh.traffic_class = (uint8_t)cfg->traffic_class;
+		/* rdma_cm asks for 0, which is the longest RNR NAK delay
+		 * (655 ms): a burst that finds our receive queue empty for a
+		 * moment would stall that long per retry. */
+		a.min_rnr_timer = KVF_MIN_RNR_TIMER;
+		mask |= IBV_QP_PATH_MTU | IBV_QP_AV | IBV_QP_MIN_RNR_TIMER;
+	} else if (st == IBV_QPS_RTS) {
+		a.timeout = (uint8_t)cfg->qp_timeout;
+		a.retry_cnt = (uint8_t)cfg->retry_cnt;
+		a.rnr_retry = (uint8_t)cfg->rnr_retry;
+		mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY;
+	}
+	rc = kvf_verbs_modify_qp(c->qp, &a, mask);
+	if (!rc && st == IBV_QPS_RTR)
+		kvf_info("conn", "connection %u: qp 0x%x RTR, path MTU %u, sl %u, sgid index %u, "
+			"traffic class %u", c->id, c->qp_num, kvf_verbs_mtu_bytes(a.path_mtu),
+			a.ah_attr.sl, a.ah_attr.grh.sgid_index, a.ah_attr.grh.traffic_class);
+	return rc;
+}
+
+/* The path MTU both sides use. rdma_cm's path value (path_mtu at RTR), never
+ * above our port's active MTU, and lowered to what either side asks for
+ * (rdma.mtu): peer_want is the peer's request (passive side) or the value the
+ * passive side set (active side, from the accept), 0 when it sent none. */
+static uint8_t pick_mtu(struct kvf_conn *c, uint8_t path, uint8_t peer_want)
+{
+	struct kvf_rdma *t = c->t;
+	uint8_t m = path && path < t->active_mtu ? path : t->active_mtu;
+
+	if (t->want_mtu && t->want_mtu < m)
+		m = t->want_mtu;
+	if (peer_want && peer_want < m)
+		m = peer_want;
+	if (peer_want && peer_want > m && c->active)
+		kvf_warn("conn", "connection %u: the peer set path MTU %u, above ours (%u): using %u",
+			 c->id, kvf_verbs_mtu_bytes(peer_want), kvf_verbs_mtu_bytes(m),
+			 kvf_verbs_mtu_bytes(m));
+	return m;
+}
+
+/* rdma_cm's path MTU for c (what RTR would get), or 0. */
+static uint8_t cm_path_mtu(struct kvf_conn *c)
+{
+	struct ibv_qp_attr a = {.qp_state = IBV_QPS_RTR};
+	int mask;
+
+	return rdma_init_qp_attr(c->cm_id, &a, &mask) ? 0 : (uint8_t)a.path_mtu;
+}
+
+/* Create the QP in INIT with every receive posted. */
 static int create_qp(struct kvf_conn *c)
 {
 	const struct kvf_config *cfg = &c->t->cfg;
 	struct ibv_qp_init_attr attr = {
+		.qp_context = c,
 		.send_cq = c->cq,
 		.recv_cq = c->cq,
 		.cap = {
@@ -254,48 +336,45 @@ static int create_qp(struct kvf_conn *c)
 	};
 	int rc;
 
-	if (rdma_create_qp(c->cm_id, c->t->pd, &attr)) {
-		rc = -errno;
-		kvf_err("conn", "connection %u: rdma_create_qp(sq %u, rq %u, sge %u): %s",
+	c->qp = ibv_create_qp(c->t->pd, &attr);
+	if (!c->qp) {
+		rc = -(errno ? errno : ENOMEM);
+		kvf_err("conn", "connection %u: ibv_create_qp(sq %u, rq %u, sge %u): %s",
 			c->id, cfg->sq_depth + 1, cfg->rq_depth + 1, c->t->max_sge,
 			strerror(-rc));
 		return rc;
 	}
-	c->qp = c->cm_id->qp;
 	c->qp_num = c->qp->qp_num;
-	for (uint32_t i = 0; i < c->rx_n; i++) {
+	rc = move_qp(c, IBV_QPS_INIT);
+	for (uint32_t i = 0; !rc && i < c->rx_n; i++)
 		rc = kvf_conn_post_recv(c, i);
-		if (rc)
-			return rc;
-	}
-	return 0;
+	return rc;
 }
 
-static void conn_param(struct kvf_rdma *t, struct rdma_conn_param *p)
+static void conn_param(struct kvf_conn *c, const uint8_t *priv, struct rdma_conn_param *p)
 {
+	const struct kvf_rdma *t = c->t;
+
 	memset(p, 0, sizeof(*p));
-	p->private_data = t->cm_priv;
-	p->private_data_len = sizeof(t->cm_priv);
+	p->private_data = priv;
+	p->private_data_len = KVF_PROTO_CM_LEN;
 	/* Only RDMA WRITE and SEND are used: no read resources needed. */
 	p->responder_resources = 1;
 	p->initiator_depth = 1;
+	/* Ours are set at RTS from the config; these are what the CM tells
+	 * the peer (a peer that lets rdma_cm set up its QP uses them). */
 	p->retry_count = (uint8_t)(t->cfg.retry_cnt > 7 ? 7 : t->cfg.retry_cnt);
 	p->rnr_retry_count = (uint8_t)(t->cfg.rnr_retry > 7 ? 7 : t->cfg.rnr_retry);
+	p->qp_num = c->qp_num; /* the QP is not rdma_cm's: name it */
 }
 
-/* Options rdma_cm applies when it moves the QP through its states. */
+/* rdma.traffic_class for the path rdma_cm resolves (and the GRH it fills). */
 static void set_id_options(struct kvf_conn *c)
 {
-	const struct kvf_config *cfg = &c->t->cfg;
-	uint8_t tos = (uint8_t)cfg->traffic_class;
-	uint8_t timeout = (uint8_t)cfg->qp_timeout;
+	uint8_t tos = (uint8_t)c->t->cfg.traffic_class;
 
 	if (tos && rdma_set_option(c->cm_id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, sizeof(tos)))
 		kvf_warn("conn", "connection %u: traffic class %u not set: %s", c->id, tos,
-			 strerror(errno));
-	if (timeout && rdma_set_option(c->cm_id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT,
-				       &timeout, sizeof(timeout)))
-		kvf_warn("conn", "connection %u: qp_timeout %u not set: %s", c->id, timeout,
 			 strerror(errno));
 }
 
@@ -356,7 +435,7 @@ void kvf_conn_destroy(struct kvf_conn *c)
 	atomic_store(&c->state, KVF_CONN_DESTROYED);
 	pthread_mutex_unlock(&c->lock);
 	if (c->qp)
-		rdma_destroy_qp(c->cm_id);
+		ibv_destroy_qp(c->qp);
 	c->qp = NULL;
 	if (c->cm_id)
 		rdma_destroy_id(c->cm_id);
@@ -481,12 +560,14 @@ static void on_route_resolved(struct kvf_conn *c)
 		return;
 	}
 	atomic_store(&c->state, KVF_CONN_CONNECTING);
-	conn_param(c->t, &p);
+	conn_param(c, c->t->cm_priv, &p);
 	if (rdma_connect(c->cm_id, &p))
 		fail_connect(c, "rdma_connect", errno);
 }
 
-/* The passive side checked our token; we check its answer the same way. */
+/* The peer's connect (or accept) private data: version and token, its frame
+ * size and the path MTU it asks for (or set). The passive side checked our
+ * token; we check its answer the same way. */
 static int check_peer_hello(struct kvf_conn *c, const void *pd, size_t len,
 			    enum kvf_rej_code *code, char *why, size_t wlen)
 {
@@ -508,6 +589,7 @@ static int check_peer_hello(struct kvf_conn *c, const void *pd, size_t len,
 		return -EACCES;
 	}
 	c->peer_frame_max = h.frame_max;
+	c->peer_mtu = h.mtu;
 	return 0;
 }
 
@@ -530,17 +612,50 @@ void kvf_conn_set_established(struct kvf_conn *c, const char *how)
 	kvf_rdma_wake(c->t); /* nothing waits on it, but keeps the loop prompt */
 }
 
-static void on_established(struct kvf_conn *c, const struct rdma_cm_event *ev)
+/* Refuse a connection we are in the middle of setting up: the peer hears
+ * the code and text (its REJECTED event), the rooms on it fail now. */
+static void refuse(struct kvf_conn *c, enum kvf_rej_code code, const char *why)
+{
+	uint8_t rej[KVF_PROTO_REJ_LEN];
+
+	kvf_proto_encode_rej(rej, code, why);
+	if (c->cm_id)
+		rdma_reject(c->cm_id, rej, sizeof(rej));
+	kvf_conn_teardown(c, KVF_FAIL_CONNECT, why);
+}
+
+/* Active side: the accept arrived. The QP is ours, not rdma_cm's, so we
+ * take it to RTR and RTS and send the RTU ourselves (rdma_establish). */
+static void on_connect_response(struct kvf_conn *c, const struct rdma_cm_event *ev)
 {
 	enum kvf_rej_code code;
-	char why[160];
+	char why[200];
 
-	if (c->active && check_peer_hello(c, ev->param.conn.private_data,
-					  ev->param.conn.private_data_len, &code, why, sizeof(why))) {
+	if (check_peer_hello(c, ev->param.conn.private_data, ev->param.conn.private_data_len,
+			     &code, why, sizeof(why))) {
 		kvf_err("conn", "connection %u to %s: %s", c->id, c->peer, why);
-		kvf_conn_teardown(c, KVF_FAIL_CONNECT, why);
+		refuse(c, code, why);
 		return;
 	}
+	c->mtu = pick_mtu(c, cm_path_mtu(c), c->peer_mtu);
+	if (move_qp(c, IBV_QPS_RTR) || move_qp(c, IBV_QPS_RTS)) {
+		snprintf(why, sizeof(why), "queue pair to RTR/RTS failed (path MTU %u)",
+			 kvf_verbs_mtu_bytes((enum ibv_mtu)c->mtu));
+		refuse(c, KVF_REJ_RESOURCES, why);
+		return;
+	}
+	if (rdma_establish(c->cm_id)) {
+		fail_connect(c, "rdma_establish", errno);
+		return;
+	}
+	kvf_conn_set_established(c, NULL);
+}
+
+static void on_established(struct kvf_conn *c)
+{
+	/* Passive side (the peer's RTU). The active side is established by
+	 * on_connect_response: rdma_cm reports no ESTABLISHED there for a QP
+	 * it does not own. */
 	kvf_conn_set_established(c, NULL);
 }
 
@@ -582,6 +697,8 @@ static struct rdma_cm_id *on_connect_request(struct kvf_rdma *t, struct rdma_cm_
 	struct rdma_cm_id *id = ev->id;
 	struct kvf_conn tmp = {.t = t}, *c;
 	struct rdma_conn_param p;
+	struct kvf_cm_hello h;
+	uint8_t priv[KVF_PROTO_CM_LEN];
 	enum kvf_rej_code code;
 	char from[INET6_ADDRSTRLEN + 8], why[160];
 	bool adopted;
@@ -601,11 +718,23 @@ static struct rdma_cm_id *on_connect_request(struct kvf_rdma *t, struct rdma_cm_
 	c->cm_id = id;
 	id->context = (void *)(uintptr_t)c->id;
 	c->peer_frame_max = tmp.peer_frame_max;
+	c->peer_mtu = tmp.peer_mtu;
 	atomic_store(&c->state, KVF_CONN_CONNECTING);
+	set_id_options(c);
 	adopted = !kvf_poller_adopt(t, c);
-	if (!adopted || create_qp(c)) {
+	if (adopted) {
+		/* All the way to RTS before the accept: the peer may send the
+		 * moment it has our accept. */
+		c->mtu = pick_mtu(c, cm_path_mtu(c), c->peer_mtu);
+		rc = create_qp(c);
+		if (!rc)
+			rc = move_qp(c, IBV_QPS_RTR);
+		if (!rc)
+			rc = move_qp(c, IBV_QPS_RTS);
+	}
+	if (!adopted || rc) {
 		if (c->qp)
-			rdma_destroy_qp(id);
+			ibv_destroy_qp(c->qp);
 		c->qp = NULL;
 		c->cm_id = NULL; /* the caller destroys the id */
 		kvf_conn_teardown(c, KVF_FAIL_CONNECT, "could not set up the queue pair");
@@ -614,8 +743,12 @@ static struct rdma_cm_id *on_connect_request(struct kvf_rdma *t, struct rdma_cm_
 		kvf_conn_put(c);
 		return reject(id, from, KVF_REJ_RESOURCES, "queue pair setup");
 	}
-	conn_param(t, &p);
-	set_id_options(c);
+	/* Our connect data, with the path MTU we set: the active side uses
+	 * the same one. */
+	kvf_proto_decode_cm(t->cm_priv, sizeof(t->cm_priv), &h, why, sizeof(why));
+	h.mtu = c->mtu;
+	kvf_proto_encode_cm(priv, &h);
+	conn_param(c, priv, &p);
 	if (rdma_accept(id, &p))
 		fail_connect(c, "rdma_accept", errno);
 	kvf_conn_put(c);
@@ -677,8 +810,11 @@ struct rdma_cm_id *kvf_conn_cm_event(struct kvf_rdma *t, struct rdma_cm_event *e
 	case RDMA_CM_EVENT_ROUTE_RESOLVED:
 		on_route_resolved(c);
 		break;
+	case RDMA_CM_EVENT_CONNECT_RESPONSE:
+		on_connect_response(c, ev);
+		break;
 	case RDMA_CM_EVENT_ESTABLISHED:
-		on_established(c, ev);
+		on_established(c);
 		break;
 	case RDMA_CM_EVENT_ADDR_ERROR:
 	case RDMA_CM_EVENT_ROUTE_ERROR:

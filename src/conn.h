@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* One connection to a peer engine: an rdma_cm id, one RC queue pair, its
- * own completion queue, registered control buffers.
+/* One connection to a peer engine: an rdma_cm id, one RC queue pair (ours:
+ * ibv_create_qp, moved through INIT/RTR/RTS here with rdma_init_qp_attr and
+ * the config on top), its own completion queue, registered control buffers.
  *
  * Lifecycle (every transition on the poller thread, under conn->lock):
  *   NEW -> RESOLVING -> CONNECTING -> ESTABLISHED -> DEAD -> DESTROYED
@@ -61,6 +62,7 @@ struct kvf_peer_pool {
 };
 
 #define KVF_DRAIN_SLOT KVF_SLOT_MASK /* wr_id slot of the drain markers */
+#define KVF_MIN_RNR_TIMER 12         /* RTR min_rnr_timer: 0.64 ms (IB spec table) */
 
 struct kvf_conn {
 	uint32_t id;
@@ -87,6 +89,8 @@ struct kvf_conn {
 	_Atomic(struct kvf_peer_pool *) peer_pool;
 	atomic_uint_fast64_t last_heard_ns;
 	uint32_t peer_frame_max;       /* set before ESTABLISHED is published */
+	uint8_t peer_mtu;              /* enum ibv_mtu the peer asked for / set, 0 none */
+	uint8_t mtu;                   /* enum ibv_mtu our QP uses (RTR) */
 	atomic_int teardown_req;       /* a fail reason the scheduler asked for, 0 none */
 
 	/* Send side: scheduler only. */

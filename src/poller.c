@@ -298,6 +298,15 @@ static void on_async_events(struct kvf_rdma *t)
 				atomic_store(&t->dev_dead, true);
 			for (uint32_t i = 0; i < t->np; i++)
 				kvf_conn_teardown(t->plist[i], KVF_FAIL_DEVICE, why);
+		} else if (ae.event_type == IBV_EVENT_COMM_EST) {
+			/* Data arrived on a QP whose connection rdma_cm has not
+			 * seen established (the RTU is late or lost). The QP is
+			 * ours, not rdma_cm's, so rdma_cm learns it only from us. */
+			c = by_qp_num(t, ae.element.qp->qp_num);
+			if (c && c->cm_id)
+				rdma_notify(c->cm_id, IBV_EVENT_COMM_EST);
+			if (c && !c->active)
+				kvf_conn_set_established(c, "COMM_EST");
 		} else {
 			kvf_info("poller", "%s", why);
 		}

@@ -336,13 +336,15 @@ void kvf_proto_token_hash(const char *token, uint8_t out[16])
 	}
 }
 
-/* magic u32, version u16, reserved u16, frame_max u32, token_hash[16],
- * engine_id[28] = 56 bytes. */
+/* magic u32, version u16, mtu u8, reserved u8, frame_max u32,
+ * token_hash[16], engine_id[28] = 56 bytes. The mtu byte was reserved (0)
+ * before it was used: a peer that does not set it asks for nothing. */
 void kvf_proto_encode_cm(uint8_t out[KVF_PROTO_CM_LEN], const struct kvf_cm_hello *h)
 {
 	memset(out, 0, KVF_PROTO_CM_LEN);
 	put32(out, KVF_PROTO_MAGIC);
 	put16(out + 4, h->version);
+	out[6] = h->mtu;
 	put32(out + 8, h->frame_max);
 	memcpy(out + 12, h->token_hash, 16);
 	memcpy(out + 28, h->engine_id, strnlen(h->engine_id, sizeof(h->engine_id) - 1));
@@ -361,6 +363,7 @@ int kvf_proto_decode_cm(const void *buf, size_t len, struct kvf_cm_hello *h,
 	if (get32(p) != KVF_PROTO_MAGIC)
 		BAD(-EBADMSG, "connection private data without the kvferry magic");
 	h->version = get16(p + 4);
+	h->mtu = p[6];
 	h->frame_max = get32(p + 8);
 	memcpy(h->token_hash, p + 12, 16);
 	memcpy(h->engine_id, p + 28, sizeof(h->engine_id) - 1);

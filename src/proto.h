@@ -125,6 +125,9 @@ const char *kvf_frame_type_str(unsigned type);
 #define KVF_PROTO_CM_LEN 56u
 struct kvf_cm_hello {
 	uint16_t version;
+	uint8_t mtu;          /* enum ibv_mtu: in a connect request the path MTU
+	                         the active side asks for (rdma.mtu), in the
+	                         accept the one the passive side set; 0 = none */
 	uint32_t frame_max;   /* receive buffer size: the largest frame we take */
 	uint8_t token_hash[16];
 	char engine_id[29];   /* truncated to 28, for logs */

@@ -703,9 +703,6 @@ static int check_cfg(struct kvf_rdma *t)
 	if (cfg->qps_per_peer > 1)
 		kvf_warn("rdma", "rdma.qps_per_peer = %u: one queue pair per peer is "
 			 "implemented; using 1", cfg->qps_per_peer);
-	if (cfg->mtu || cfg->service_level)
-		kvf_warn("rdma", "rdma.mtu and rdma.service_level are not applied yet: "
-			 "rdma_cm uses the path's values");
 	/* Every receive buffer is frame_max bytes, rq_depth of them per
 	 * connection: cap it. A ROOM_INFO over the cap is refused (-EMSGSIZE)
 	 * until ROOM_INFO is split into continuation frames. */
@@ -723,7 +720,8 @@ static int check_cfg(struct kvf_rdma *t)
 
 static void make_cm_priv(struct kvf_rdma *t)
 {
-	struct kvf_cm_hello h = {.version = KVF_PROTO_VERSION, .frame_max = t->frame_max};
+	struct kvf_cm_hello h = {.version = KVF_PROTO_VERSION, .frame_max = t->frame_max,
+				 .mtu = t->want_mtu};
 
 	kvf_proto_token_hash(t->cfg.auth_token, t->token_hash);
 	memcpy(h.token_hash, t->token_hash, sizeof(h.token_hash));
@@ -818,6 +816,49 @@ static int open_device(struct kvf_rdma *t)
 	return 0;
 }
 
+/* What the queue pairs will be set up with, checked against the port once
+ * here, so a wrong rdma.mtu or rdma.gid_index fails create with its reason
+ * instead of every connection at RTR. */
+static int check_port_attrs(struct kvf_rdma *t)
+{
+	const struct kvf_config *cfg = &t->cfg;
+	const char *dev = ibv_get_device_name(t->ctx->device);
+	struct ibv_port_attr pa;
+	union ibv_gid gid;
+	int rc = ibv_query_port(t->ctx, t->port, &pa);
+
+	if (rc) {
+		kvf_err("rdma", "%s port %u: ibv_query_port: %s", dev, t->port, strerror(rc));
+		return -rc;
+	}
+	t->active_mtu = (uint8_t)pa.active_mtu;
+	if (cfg->mtu) {
+		t->want_mtu = (uint8_t)kvf_verbs_mtu_enum(cfg->mtu);
+		if (!t->want_mtu || t->want_mtu > pa.active_mtu) {
+			kvf_err("rdma", "rdma.mtu %u: %s port %u has an active MTU of %u (max %u); "
+				"set rdma.mtu to at most %u, or 0 for the path's", cfg->mtu, dev,
+				t->port, kvf_verbs_mtu_bytes(pa.active_mtu),
+				kvf_verbs_mtu_bytes(pa.max_mtu), kvf_verbs_mtu_bytes(pa.active_mtu));
+			return -EINVAL;
+		}
+	}
+	if (cfg->gid_index >= 0) {
+		static const uint8_t zero[16];
+
+		if (cfg->gid_index >= pa.gid_tbl_len ||
+		    ibv_query_gid(t->ctx, t->port, cfg->gid_index, &gid) ||
+		    !memcmp(gid.raw, zero, sizeof(zero))) {
+			kvf_err("rdma", "rdma.gid_index %d: %s port %u has no GID there (table of %d)",
+				cfg->gid_index, dev, t->port, pa.gid_tbl_len);
+			return -EINVAL;
+		}
+	}
+	kvf_info("rdma", "%s port %u: active MTU %u%s%s, gid index %s", dev, t->port,
+		 kvf_verbs_mtu_bytes(pa.active_mtu), cfg->mtu ? ", rdma.mtu " : "",
+		 cfg->mtu ? "set" : "", cfg->gid_index >= 0 ? "from rdma.gid_index" : "rdma_cm's");
+	return 0;
+}
+
 static int open_verbs(struct kvf_rdma *t)
 {
 	t->pd = ibv_alloc_pd(t->ctx);
@@ -875,7 +916,6 @@ int kvf_rdma_create(const struct kvf_config *cfg, struct kvf_ring *ring,
 	rc = check_cfg(t);
 	if (rc)
 		goto fail;
-	make_cm_priv(t);
 	t->ech = rdma_create_event_channel();
 	if (!t->ech) {
 		rc = -(errno ? errno : ENODEV);
@@ -888,9 +928,12 @@ int kvf_rdma_create(const struct kvf_config *cfg, struct kvf_ring *ring,
 	if (!rc)
 		rc = open_device(t);
 	if (!rc)
+		rc = check_port_attrs(t);
+	if (!rc)
 		rc = open_verbs(t);
 	if (rc)
 		goto fail;
+	make_cm_priv(t);
 	t->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (t->wake_fd < 0) {
 		rc = -errno;

@@ -57,7 +57,10 @@ struct kvf_rdma {
 	uint32_t frame_max;           /* our receive (and send) buffer size */
 	uint32_t max_sge;
 	uint32_t signal_every;
-	uint8_t cm_priv[56];          /* our connect/accept private data */
+	uint8_t cm_priv[56];          /* our connect private data (template of
+	                                 the accept's, which adds the MTU set) */
+	uint8_t want_mtu;             /* enum ibv_mtu of rdma.mtu, 0 = not set */
+	uint8_t active_mtu;           /* the port's active MTU (enum ibv_mtu) */
 	uint8_t token_hash[16];
 
 	pthread_t poller;

@@ -153,6 +153,47 @@ int kvf_verbs_qp_to_error(struct ibv_qp *qp)
 	return 0;
 }
 
+static const char *qp_state_str(enum ibv_qp_state st)
+{
+	static const char *const names[] = {
+		[IBV_QPS_RESET] = "RESET", [IBV_QPS_INIT] = "INIT", [IBV_QPS_RTR] = "RTR",
+		[IBV_QPS_RTS] = "RTS", [IBV_QPS_SQD] = "SQD", [IBV_QPS_SQE] = "SQE",
+		[IBV_QPS_ERR] = "ERR",
+	};
+
+	return (unsigned)st < sizeof(names) / sizeof(names[0]) && names[st] ? names[st] : "?";
+}
+
+int kvf_verbs_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask)
+{
+	int rc = ibv_modify_qp(qp, attr, mask);
+
+	if (rc) {
+		kvf_err("verbs", "qp 0x%x to %s (mask 0x%x): %s", qp->qp_num,
+			mask & IBV_QP_STATE ? qp_state_str(attr->qp_state) : "(same state)",
+			(unsigned)mask, strerror(rc));
+		return -rc;
+	}
+	return 0;
+}
+
+enum ibv_mtu kvf_verbs_mtu_enum(uint32_t bytes)
+{
+	switch (bytes) {
+	case 256: return IBV_MTU_256;
+	case 512: return IBV_MTU_512;
+	case 1024: return IBV_MTU_1024;
+	case 2048: return IBV_MTU_2048;
+	case 4096: return IBV_MTU_4096;
+	default: return (enum ibv_mtu)0;
+	}
+}
+
+uint32_t kvf_verbs_mtu_bytes(enum ibv_mtu mtu)
+{
+	return mtu >= IBV_MTU_256 && mtu <= IBV_MTU_4096 ? 128u << mtu : 0;
+}
+
 int kvf_verbs_nonblock(int fd)
 {
 	int fl = fcntl(fd, F_GETFL);

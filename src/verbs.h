@@ -39,6 +39,15 @@ int kvf_verbs_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int access,
  * nothing more lands. Returns 0 or -errno (logged). */
 int kvf_verbs_qp_to_error(struct ibv_qp *qp);
 
+/* ibv_modify_qp: 0 or -errno (logged with the QP number and the state
+ * asked for). */
+int kvf_verbs_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask);
+
+/* Path MTU in bytes (256..4096) to the verbs enum, 0 for anything else;
+ * and back (0 for an unknown enum). */
+enum ibv_mtu kvf_verbs_mtu_enum(uint32_t bytes);
+uint32_t kvf_verbs_mtu_bytes(enum ibv_mtu mtu);
+
 /* Set O_NONBLOCK on a verbs or rdma_cm file descriptor. 0 or -errno. */
 int kvf_verbs_nonblock(int fd);
 

@@ -265,6 +265,17 @@ Test(proto, cm_private_data)
 	cr_assert_eq(out.frame_max, 65536);
 	cr_assert_eq(memcmp(out.token_hash, in.token_hash, 16), 0);
 	cr_assert_str_eq(out.engine_id, "decode-engine-with-a-long-na");
+	cr_assert_eq(out.mtu, 0, "no MTU asked for decodes as 0");
+
+	/* The path MTU a side asks for (or the one the passive side set)
+	 * rides in the byte that was reserved; the rest does not move. */
+	in.mtu = 3; /* IBV_MTU_1024 */
+	kvf_proto_encode_cm(pd, &in);
+	cr_assert_eq(pd[6], 3);
+	cr_assert_eq(kvf_proto_decode_cm(pd, sizeof(pd), &out, why, sizeof(why)), 0, "%s", why);
+	cr_assert_eq(out.mtu, 3);
+	cr_assert_eq(out.version, KVF_PROTO_VERSION);
+	cr_assert_eq(out.frame_max, 65536);
 
 	cr_assert_eq(kvf_proto_decode_cm(pd, 20, &out, why, sizeof(why)), -EBADMSG);
 	cr_assert(strstr(why, "20 bytes"), "%s", why);
