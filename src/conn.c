@@ -771,7 +771,7 @@ static uint16_t cm_fail_reason(enum rdma_cm_event_type e)
 
 static void on_failure_event(struct kvf_conn *c, struct rdma_cm_event *ev)
 {
-	char why[400], rej[160];
+	char why[448], rej[KVF_PROTO_REJ_TEXT + 32];
 
 	if (ev->event == RDMA_CM_EVENT_REJECTED) {
 		kvf_proto_decode_rej(ev->param.conn.private_data, ev->param.conn.private_data_len,

@@ -373,7 +373,9 @@ int kvf_proto_decode_cm(const void *buf, size_t len, struct kvf_cm_hello *h,
 	return 0;
 }
 
-/* magic u32, code u16, reserved u16, text[40]. */
+/* magic u32, code u16, reserved u16, text[140] (NUL-padded). */
+_Static_assert(KVF_PROTO_REJ_LEN <= 148, "the IB CM's REJ carries 148 bytes of private data");
+
 void kvf_proto_encode_rej(uint8_t out[KVF_PROTO_REJ_LEN], enum kvf_rej_code code,
 			  const char *text)
 {
@@ -381,21 +383,29 @@ void kvf_proto_encode_rej(uint8_t out[KVF_PROTO_REJ_LEN], enum kvf_rej_code code
 	put32(out, KVF_PROTO_MAGIC);
 	put16(out + 4, (uint16_t)code);
 	if (text)
-		memcpy(out + 8, text, strnlen(text, KVF_PROTO_REJ_LEN - 9));
+		memcpy(out + 8, text, strnlen(text, KVF_PROTO_REJ_TEXT));
 }
 
 void kvf_proto_decode_rej(const void *buf, size_t len, char *text, size_t tlen)
 {
 	const uint8_t *p = buf;
-	char t[KVF_PROTO_REJ_LEN - 7];
+	unsigned code;
+	size_t n;
 
-	if (!buf || len < KVF_PROTO_REJ_LEN || get32(p) != KVF_PROTO_MAGIC) {
+	if (!text || !tlen)
+		return;
+	if (!buf || len < 8 || get32(p) != KVF_PROTO_MAGIC) {
 		snprintf(text, tlen, "no reason given");
 		return;
 	}
-	memcpy(t, p + 8, sizeof(t) - 1);
-	t[sizeof(t) - 1] = '\0';
-	snprintf(text, tlen, "%s%s%s", kvf_rej_code_str(get16(p + 4)), t[0] ? ": " : "", t);
+	code = get16(p + 4);
+	n = strnlen((const char *)p + 8, (len > KVF_PROTO_REJ_LEN ? KVF_PROTO_REJ_LEN : len) - 8);
+	if (code < KVF_REJ_NUM)
+		snprintf(text, tlen, "%s%s%.*s", kvf_rej_code_str(code), n ? ": " : "", (int)n,
+			 (const char *)p + 8);
+	else
+		snprintf(text, tlen, "reason %u%s%.*s", code, n ? ": " : "", (int)n,
+			 (const char *)p + 8);
 }
 
 const char *kvf_rej_code_str(unsigned code)

@@ -133,8 +133,13 @@ struct kvf_cm_hello {
 	char engine_id[29];   /* truncated to 28, for logs */
 };
 
-/* Reject private data: a reason code and text. */
-#define KVF_PROTO_REJ_LEN 48u
+/* Reject private data: a reason code and text, as much as the IB CM's REJ
+ * carries (148 bytes of private data; rdma_cm adds no header to a reject,
+ * and a longer one makes rdma_reject fail, leaving the peer to time out).
+ * RoCE uses the IB CM. The text is NUL-padded, up to 140 bytes. Peers
+ * before this sent 48 bytes (text up to 39): still decoded. */
+#define KVF_PROTO_REJ_LEN 148u
+#define KVF_PROTO_REJ_TEXT (KVF_PROTO_REJ_LEN - 8u)
 enum kvf_rej_code {
 	KVF_REJ_NONE = 0,
 	KVF_REJ_VERSION,   /* protocol version differs */
@@ -152,7 +157,10 @@ int kvf_proto_decode_cm(const void *buf, size_t len, struct kvf_cm_hello *h,
 			char *detail, size_t dlen);
 void kvf_proto_encode_rej(uint8_t out[KVF_PROTO_REJ_LEN], enum kvf_rej_code code,
 			  const char *text);
-/* The reject's text, or "no reason given" when the data is not ours. */
+/* "<code>: <text>" of a reject (the code's name from kvf_rej_code_str), or
+ * "no reason given" when the data is not ours. Decodes any length from 8
+ * bytes up (older 48-byte rejects too); tlen of KVF_PROTO_REJ_TEXT + 32
+ * holds every reason whole. */
 void kvf_proto_decode_rej(const void *buf, size_t len, char *text, size_t tlen);
 const char *kvf_rej_code_str(unsigned code);
 

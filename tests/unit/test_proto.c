@@ -3,6 +3,7 @@
  * a reason that names it. */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "proto.h"
@@ -293,5 +294,54 @@ Test(proto, reject_reason)
 	kvf_proto_decode_rej(rej, sizeof(rej), text, sizeof(text));
 	cr_assert_str_eq(text, "bad token: from decode-0");
 	kvf_proto_decode_rej(NULL, 0, text, sizeof(text));
+	cr_assert_str_eq(text, "no reason given");
+}
+
+/* The reason is not cut at 40 characters: the whole 140 bytes of text the
+ * IB CM's 148-byte REJ private data leaves after the header travel. */
+Test(proto, reject_reason_long)
+{
+	uint8_t rej[KVF_PROTO_REJ_LEN + 16];
+	char text[KVF_PROTO_REJ_TEXT + 32], want[KVF_PROTO_REJ_TEXT + 32], in[200];
+	const char *reason = "peer decode-engine-with-a-long-na has a different auth token";
+
+	cr_assert_leq(KVF_PROTO_REJ_LEN, 148);
+	kvf_proto_encode_rej(rej, KVF_REJ_TOKEN, reason);
+	kvf_proto_decode_rej(rej, KVF_PROTO_REJ_LEN, text, sizeof(text));
+	snprintf(want, sizeof(want), "bad token: %s", reason);
+	cr_assert_str_eq(text, want);
+
+	/* Longer than fits: the first 140 bytes, and nothing read past. */
+	memset(in, 'x', sizeof(in) - 1);
+	in[sizeof(in) - 1] = '\0';
+	memset(rej, 'y', sizeof(rej));
+	kvf_proto_encode_rej(rej, KVF_REJ_VERSION, in);
+	kvf_proto_decode_rej(rej, KVF_PROTO_REJ_LEN, text, sizeof(text));
+	cr_assert_eq(strlen(text), strlen("bad version: ") + KVF_PROTO_REJ_TEXT, "%s", text);
+	cr_assert_eq(text[strlen(text) - 1], 'x');
+
+	/* The CM pads to its size: trailing zeros are no text. */
+	kvf_proto_encode_rej(rej, KVF_REJ_RESOURCES, "");
+	kvf_proto_decode_rej(rej, KVF_PROTO_REJ_LEN, text, sizeof(text));
+	cr_assert_str_eq(text, "no resources");
+
+	/* An older peer's 48-byte reject (text up to 39 bytes). */
+	memset(rej, 0, sizeof(rej));
+	memcpy(rej, "KVFR", 4);
+	rej[4] = KVF_REJ_MALFORMED;
+	memcpy(rej + 8, "short data", 10);
+	kvf_proto_decode_rej(rej, 48, text, sizeof(text));
+	cr_assert_str_eq(text, "malformed connect data: short data");
+
+	/* A code from a newer peer still shows its number. */
+	rej[4] = 200;
+	kvf_proto_decode_rej(rej, 48, text, sizeof(text));
+	cr_assert_str_eq(text, "reason 200: short data");
+
+	/* Too short for the header, or not ours. */
+	kvf_proto_decode_rej(rej, 7, text, sizeof(text));
+	cr_assert_str_eq(text, "no reason given");
+	rej[0] = 'X';
+	kvf_proto_decode_rej(rej, 48, text, sizeof(text));
 	cr_assert_str_eq(text, "no reason given");
 }
