@@ -292,6 +292,11 @@ int kvf_proto_decode(const void *buf, size_t len, const struct kvf_proto_limits 
 	return decode_body(p, len, lim, f, detail, dlen);
 }
 
+uint64_t kvf_proto_frame_room(const void *frame)
+{
+	return get64((const uint8_t *)frame + 16);
+}
+
 uint32_t kvf_proto_block(const struct kvf_frame *f, uint32_t i)
 {
 	return get32(f->room_info.blocks + 4u * i);

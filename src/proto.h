@@ -111,6 +111,9 @@ int kvf_proto_encode_heartbeat(void *buf, size_t cap);
 int kvf_proto_decode(const void *buf, size_t len, const struct kvf_proto_limits *lim,
 		     struct kvf_frame *f, bool *names_room, char *detail, size_t dlen);
 
+/* The room id in an encoded frame's header (0 for HELLO and HEARTBEAT). */
+uint64_t kvf_proto_frame_room(const void *frame);
+
 /* Read element i of a validated frame. */
 uint32_t kvf_proto_block(const struct kvf_frame *f, uint32_t i);
 void kvf_proto_hello_buf(const struct kvf_frame *f, uint32_t i, struct kvf_hello_buf *out);

@@ -175,8 +175,13 @@ static int send_frames(struct kvf_conn *c)
 		struct kvf_pframe *f = c->fq_head;
 
 		if (f->len > c->peer_frame_max) {
-			kvf_err("rdma", "connection %u: %u-byte frame over the peer's %u; dropped",
-				c->id, f->len, c->peer_frame_max);
+			/* Only a ROOM_INFO can be this big (send_room_info refuses
+			 * it once the peer's size is known); its room fails by
+			 * the receiver's deadline. */
+			kvf_err("rdma", "connection %u: %u-byte %s for room %#" PRIx64 " is over the "
+				"peer's %u-byte frames (its engine.max_blocks_per_room is smaller); "
+				"dropped", c->id, f->len, kvf_frame_type_str(f->data[6]),
+				kvf_proto_frame_room(f->data), c->peer_frame_max);
 		} else if ((rc = post_frame(c, f->data, f->len))) {
 			return rc;
 		}
@@ -462,6 +467,17 @@ static int op_send_room_info(void *tp, const char *peer, uint64_t room_id, uint6
 	if (rc) {
 		free(f);
 		return rc;
+	}
+	/* The peer's frame size is known once established (it came with the
+	 * accept): refuse now what it could not take, rather than let the
+	 * room wait for its deadline. */
+	if (atomic_load_explicit(&c->state, memory_order_acquire) == KVF_CONN_ESTABLISHED &&
+	    len > c->peer_frame_max) {
+		kvf_err("rdma", "room %" PRIu64 ": %u blocks make a %zu-byte ROOM_INFO; %s takes "
+			"frames of at most %u bytes", room_id, n, len, c->peer, c->peer_frame_max);
+		free(f);
+		kvf_conn_put(c);
+		return -EMSGSIZE;
 	}
 	enqueue_frame(c, f);
 	*conn = c->id;

@@ -64,6 +64,7 @@ Test(proto, room_info_round_trip)
 	cr_assert_eq(f.room_id, 0xdeadbeefcafe1234ull);
 	cr_assert_eq(f.room_info.recv_handle, 0x0000000500000007ull);
 	cr_assert_eq(f.room_info.nblocks, 5);
+	cr_assert_eq(kvf_proto_frame_room(buf), 0xdeadbeefcafe1234ull);
 	for (uint32_t i = 0; i < 5; i++)
 		cr_assert_eq(kvf_proto_block(&f, i), blocks[i]);
 }
