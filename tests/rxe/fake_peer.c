@@ -27,6 +27,9 @@
  *   bad-layout  HELLO with twice the block size: nothing can be written;
  *               room 0 on connection 1 (closed by us after --wait), the rest
  *               on connection 2
+ *   big-pool    our pool has twice the prefill's blocks and every
+ *               destination block id is past the prefill's own count (legal:
+ *               the pools of the two sides need not be the same size)
  *   bad-version connect private data with protocol version 2: rejected
  *   bad-token   connect private data with another token's hash: rejected
  *
@@ -38,6 +41,7 @@
  *   fake_peer --server ADDR:PORT --mode MODE [--bind ADDR] [--token T]
  *     [--rooms N (6)] [--first-id ID (0x1000)] [--buffers B (4)]
  *     [--block-size S (16384)] [--blocks-per-room K (4)] [--pool-blocks P]
+ *     [--src-pool-blocks P (the prefill's pool, default --pool-blocks)]
  *     [--bad-room I (2)] [--hb-ms MS (500)] [--wait S (4)] [--timeout S (30)]
  * The shape options must equal the prefill driver's.
  */
@@ -67,14 +71,16 @@
 #define CQ_N 256
 
 enum mode { M_GOOD, M_BAD_RKEY, M_BAD_BLOCK, M_MR_OVERRUN, M_TRUNCATED, M_SHORT, M_BAD_LAYOUT,
-	    M_BAD_VERSION, M_BAD_TOKEN };
+	    M_BAD_VERSION, M_BAD_TOKEN, M_BIG_POOL };
 static const char *const mode_names[] = {"good", "bad-rkey", "bad-block", "mr-overrun",
-	"truncated", "short", "bad-layout", "bad-version", "bad-token"};
+	"truncated", "short", "bad-layout", "bad-version", "bad-token", "big-pool"};
 
 struct opts {
 	const char *server, *bind, *token;
 	enum mode mode;
 	uint32_t rooms, nbufs, bpr, pool_blocks, bad_room, hb_ms;
+	uint32_t src_pool_blocks; /* the prefill's pool (pattern.h source blocks) */
+	uint32_t dst_off;         /* big-pool: destination blocks start here */
 	uint64_t block_size, first_id;
 	double wait_s, timeout_s;
 };
@@ -143,6 +149,7 @@ static void parse(int argc, char **argv, struct opts *o)
 		else if (!strcmp(a, "--block-size")) o->block_size = strtoull(v, NULL, 0);
 		else if (!strcmp(a, "--blocks-per-room")) o->bpr = (uint32_t)strtoul(v, NULL, 0);
 		else if (!strcmp(a, "--pool-blocks")) o->pool_blocks = (uint32_t)strtoul(v, NULL, 0);
+		else if (!strcmp(a, "--src-pool-blocks")) o->src_pool_blocks = (uint32_t)strtoul(v, NULL, 0);
 		else if (!strcmp(a, "--bad-room")) o->bad_room = (uint32_t)strtoul(v, NULL, 0);
 		else if (!strcmp(a, "--hb-ms")) o->hb_ms = (uint32_t)strtoul(v, NULL, 0);
 		else if (!strcmp(a, "--wait")) o->wait_s = atof(v);
@@ -161,10 +168,19 @@ static void parse(int argc, char **argv, struct opts *o)
 	}
 	if (!o->pool_blocks)
 		o->pool_blocks = o->rooms * o->bpr;
+	if (!o->src_pool_blocks)
+		o->src_pool_blocks = o->pool_blocks;
+	if (o->mode == M_BIG_POOL) {
+		/* our pool is twice the prefill's; every destination is in the
+		 * upper half, past the prefill's own block count */
+		o->dst_off = o->src_pool_blocks;
+		o->pool_blocks = 2 * o->src_pool_blocks;
+	}
 	if ((o->mode == M_MR_OVERRUN || o->mode == M_SHORT) && o->bad_room == 0)
 		o->bad_room = 1; /* at least one good room goes before it */
 	if (!o->rooms || o->rooms > 4096 || !o->bpr || o->bpr > 512 || o->bad_room >= o->rooms ||
-	    o->rooms * o->bpr > o->pool_blocks || o->block_size % 8)
+	    o->rooms * o->bpr > o->src_pool_blocks || o->dst_off + o->rooms * o->bpr > o->pool_blocks ||
+	    o->block_size % 8)
 		usage();
 }
 
@@ -179,6 +195,16 @@ static int result(bool ok, const char *fmt, ...)
 	va_end(ap);
 	printf("fake_peer: RESULT %s%s%s\n", ok ? "ok" : "FAIL", *msg ? " " : "", msg);
 	return ok ? 0 : 1;
+}
+
+static uint32_t dstb(const struct peer *p, uint32_t i, uint32_t j)
+{
+	return p->o.dst_off + kvt_dst_block(i, j, p->o.bpr, p->o.src_pool_blocks);
+}
+
+static uint32_t srcb(const struct peer *p, uint32_t i, uint32_t j)
+{
+	return kvt_src_block(i, j, p->o.bpr, p->o.src_pool_blocks);
 }
 
 /* ------------------------------------------------------------ addresses */
@@ -310,7 +336,7 @@ static int send_room_info(struct peer *p, struct conn *c, uint32_t i, int kind)
 	int len;
 
 	for (uint32_t j = 0; j < n; j++)
-		blocks[j] = kvt_dst_block(i, j, p->o.bpr, p->o.pool_blocks);
+		blocks[j] = dstb(p, i, j);
 	if (kind == 1)
 		blocks[n - 1] = p->o.pool_blocks + 7; /* past the pool of our HELLO */
 	if (kind == 4)
@@ -362,8 +388,8 @@ static void check_room(struct peer *p, uint32_t i)
 
 	for (uint32_t k = 0; k < p->o.nbufs; k++)
 		for (uint32_t j = 0; j < p->o.bpr; j++) {
-			uint32_t db = kvt_dst_block(i, j, p->o.bpr, p->o.pool_blocks);
-			uint32_t sb = kvt_src_block(i, j, p->o.bpr, p->o.pool_blocks);
+			uint32_t db = dstb(p, i, j);
+			uint32_t sb = srcb(p, i, j);
 			const uint64_t *w = (const uint64_t *)(p->bufs[k] + (size_t)db * p->o.block_size);
 
 			for (uint64_t x = 0; x < p->o.block_size / 8; x++)
@@ -653,11 +679,12 @@ int main(int argc, char **argv)
 
 	switch (o->mode) {
 	case M_GOOD:
+	case M_BIG_POOL:
 	case M_BAD_BLOCK:
 	case M_TRUNCATED:
 		ask(&p, &c, 0, o->rooms, o->mode == M_BAD_BLOCK ? 1 : o->mode == M_TRUNCATED ? 2 : 0);
 		rc = run_loop(&p, &c, 0, o->rooms, false, o->timeout_s);
-		if (o->mode != M_GOOD) {
+		if (o->mode != M_GOOD && o->mode != M_BIG_POOL) {
 			/* the bad room never gets data; see whether the prefill
 			 * tells us (ABORT) within --wait */
 			if (p.rstate[b] == R_ASKED)
@@ -668,7 +695,7 @@ int main(int argc, char **argv)
 							: "DATA LANDED for it");
 		}
 		conn_close(&p, &c);
-		if (o->mode == M_GOOD)
+		if (o->mode == M_GOOD || o->mode == M_BIG_POOL)
 			return p.ok == o->rooms && !p.bad_words
 				       ? result(true, "%u rooms, every byte checked", p.ok)
 				       : result(false, "%u of %u rooms checked, %u bad words%s", p.ok,

@@ -261,16 +261,17 @@ int main(int argc, char **argv)
 					}
 					bad_total += bad;
 					ok++;
-					printf("room %u id=%#" PRIx64 " SUCCESS from=%s t=%.6f bad_words=%u\n",
-					       i, o.first_id + i, kvf_poll_str(r->last), t, bad);
+					printf("room %u id=%#" PRIx64 " SUCCESS from=%s created=%.6f t=%.6f "
+					       "bad_words=%u\n", i, o.first_id + i, kvf_poll_str(r->last),
+					       r->created, t, bad);
 				} else {
 					kvf_failure(eng, r->h, &f);
 					failed++;
 					by_reason[f.reason < KVF_FAIL_NUM ? f.reason : 0]++;
 					printf("room %u id=%#" PRIx64 " FAILED reason=%s wc_status=%d err=%d "
-					       "from=%s t=%.6f detail=\"%s\"\n", i, o.first_id + i,
+					       "from=%s created=%.6f t=%.6f detail=\"%s\"\n", i, o.first_id + i,
 					       token(kvf_fail_reason_str(f.reason)), f.wc_status, f.err,
-					       kvf_poll_str(r->last), t, f.detail);
+					       kvf_poll_str(r->last), r->created, t, f.detail);
 					if (f.reason == KVF_FAIL_PEER_LOST && o.stop_on_lost > 0 && !stopping) {
 						stopping = true;
 						lost_at = t;

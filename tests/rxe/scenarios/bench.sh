@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Issue 4, "Tests on rxe": kvferry-bench moves ROOMS rooms with rotated
+# block lists over a realistic layout (64 buffers of 16 KiB blocks) and
+# checks every destination byte (its exit status and --json say so).
+#   bench.sh BUILD DEV0 ADDR0 DEV1 ADDR1 one|two [ROOMS] [BLOCKS_PER_ROOM]
+# one: one process, both engines on DEV0. two: two processes, prefill on
+# DEV0/ADDR0, decode on DEV1/ADDR1 (rdma.source_addr) over the veth pair
+# when the VM has two devices (--devices 2), else both on DEV0.
+. "$(dirname "$0")/common.sh"
+mode=${1:?one|two} rooms=${2:-1000} bpr=${3:-2}
+shape=(--rooms "$rooms" --buffers 64 --block-size 16384 --blocks-per-room "$bpr" --seed 7 --json)
+if [ "$mode" = one ]; then
+	DEV1=$DEV0 ADDR1=$ADDR0
+	engine_conf "$W/p.conf" prefill-1 prefill 18701
+	engine_conf "$W/d.conf" decode-1 decode 18701
+	note "one process, $rooms rooms of 64 x $bpr x 16 KiB on $DEV0"
+	timeout -k 5 400 "$BENCH" --prefill-config "$W/p.conf" --decode-config "$W/d.conf" \
+		"${shape[@]}" --timeout 360 > "$W/bench.out" 2> "$W/bench.err"
+	rc=$?
+	out=$(grep '^{' "$W/bench.out" | tail -n1)
+	[ $rc = 0 ] || { show "$W/bench.err" "$W/bench.out"; fail "kvferry-bench exit $rc: $out"; }
+else
+	engine_conf "$W/p.conf" prefill-2 prefill 18702
+	engine_conf "$W/d.conf" decode-2 decode 18702
+	note "two processes, $rooms rooms of 64 x $bpr x 16 KiB: prefill $DEV0 $ADDR0 <- decode $DEV1 $ADDR1"
+	timeout -k 5 400 "$BENCH" --prefill-config "$W/p.conf" "${shape[@]}" --timeout 360 \
+		> "$W/p.out" 2> "$W/p.err" &
+	ppid=$!
+	CHILDREN+=("$ppid")
+	sleep 2 # the prefill listens once its pool is registered
+	timeout -k 5 400 "$BENCH" --decode-config "$W/d.conf" "${shape[@]}" --timeout 360 \
+		> "$W/bench.out" 2> "$W/bench.err"
+	rc=$?
+	wait "$ppid"
+	prc=$?
+	CHILDREN=()
+	out=$(grep '^{' "$W/bench.out" | tail -n1)
+	pout=$(grep '^{' "$W/p.out" | tail -n1)
+	note "prefill: $pout"
+	[ $rc = 0 ] || { show "$W/bench.err" "$W/p.err"; fail "decode kvferry-bench exit $rc: $out"; }
+	[ $prc = 0 ] || { show "$W/p.err"; fail "prefill kvferry-bench exit $prc: $pout"; }
+fi
+note "decode: $out"
+ok=$(sed -n 's/.*"ok": \([0-9]*\).*/\1/p' <<< "$out")
+failed=$(sed -n 's/.*"failed": \([0-9]*\).*/\1/p' <<< "$out")
+bad=$(sed -n 's/.*"bad_words": \([0-9]*\).*/\1/p' <<< "$out")
+gbps=$(sed -n 's/.*"gbit_per_s": \([0-9.]*\).*/\1/p' <<< "$out")
+secs=$(sed -n 's/.*"seconds": \([0-9.]*\).*/\1/p' <<< "$out")
+[ "$ok" = "$rooms" ] && [ "$failed" = 0 ] && [ "$bad" = 0 ] ||
+	fail "decode: ok=$ok failed=$failed bad_words=$bad of $rooms rooms"
+echo "kvferry-bench $mode: $rooms rooms, every byte checked, ${gbps} Gb/s in ${secs} s"
+pass "$rooms rooms ok, 0 failed, 0 bad words, ${gbps} Gb/s"

@@ -1,0 +1,105 @@
+# shellcheck shell=bash
+# Sourced by the transport scenarios of the RDMA suite (tests/rxe/run.sh
+# TESTS list). Every scenario is called as
+#   SCENARIO BUILD_DIR DEV0 ADDR0 DEV1 ADDR1 [ARGS...]
+# (DEV1/ADDR1 equal DEV0/ADDR0 with one device), prints what it checks and
+# ends with "PASS: ..." (exit 0) or "FAIL: reason" (exit 1). Every process it
+# starts runs under timeout; the engines' logs are shown on failure.
+set -uo pipefail
+KVF_SCEN=$(basename "$0" .sh)
+BUILD=${1:?build dir}
+DEV0=${2:?} ADDR0=${3:?} DEV1=${4:?} ADDR1=${5:?}
+shift 5
+BIN=$BUILD/tests/rxe
+DRIVER=$BIN/kvf_driver
+FAKE=$BIN/fake_peer
+BENCH=$BUILD/tools/kvferry-bench
+W=$(mktemp -d "/tmp/kvf-$KVF_SCEN.XXXXXX")
+ulimit -l unlimited 2> /dev/null || true
+CHILDREN=()
+
+note() { printf '%s: %s\n' "$KVF_SCEN" "$*"; }
+fail() {
+	echo "FAIL: $*"
+	stop_children
+	exit 1
+}
+pass() {
+	echo "PASS: $*"
+	stop_children
+	exit 0
+}
+# kill only what this scenario started, by pid
+stop_children() {
+	local p
+	for p in "${CHILDREN[@]+"${CHILDREN[@]}"}"; do
+		kill -CONT "$p" 2> /dev/null
+		kill "$p" 2> /dev/null
+	done
+	for p in "${CHILDREN[@]+"${CHILDREN[@]}"}"; do wait "$p" 2> /dev/null; done
+	CHILDREN=()
+}
+trap stop_children EXIT
+
+for b in "$DRIVER" "$FAKE" "$BENCH"; do
+	[ -x "$b" ] || fail "not built: $b (meson compile -C $BUILD)"
+done
+
+# engine_conf FILE ID ROLE(prefill|decode) PORT [EXTRA KEYS] : a config
+# for one side. prefill listens on ADDR0 (DEV0); decode connects from ADDR1
+# (DEV1) to ADDR0:PORT. HB_MS/HB_MISSES/TOKEN/BOOTSTRAP_S override.
+engine_conf() {
+	local f=$1 id=$2 role=$3 port=$4 extra=${5:-} side
+	if [ "$role" = prefill ]; then
+		side="device = \"$DEV0\"; listen_addr = \"$ADDR0\"; listen_port = $port;"
+	else
+		side="device = \"$DEV1\"; peer = \"$ADDR0:$port\";"
+		[ "$ADDR1" != "$ADDR0" ] && side="$side source_addr = \"$ADDR1\";"
+	fi
+	cat > "$f" <<CONF
+log: { level = "info"; };
+engine: { id = "$id"; max_blocks_per_room = 4096; summary_interval_s = 0; };
+deadlines: { bootstrap_s = ${BOOTSTRAP_S:-120}; inflight_s = 120; receiver_waiting_s = 120; quiesce_s = 10; };
+heartbeat: { interval_ms = ${HB_MS:-1000}; misses = ${HB_MISSES:-3}; };
+rdma: { $side auth_token = "${TOKEN:-kvf-suite}"; sq_depth = 256; rq_depth = 64; signal_every = 16; $extra };
+CONF
+}
+
+# wait_file PATH SECONDS
+wait_file() {
+	local i
+	for ((i = 0; i < $2 * 10; i++)); do
+		[ -e "$1" ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# wait_lines FILE REGEX COUNT SECONDS : until FILE has COUNT lines matching
+wait_lines() {
+	local i
+	for ((i = 0; i < $4 * 10; i++)); do
+		[ "$(grep -cE "$2" "$1" 2> /dev/null)" -ge "$3" ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# field LINE KEY : value of key=value in a driver line
+field() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<< "$1" | head -n1; }
+
+# summary FILE KEY : from the "driver: role=..." summary line
+summary() { field "$(grep '^driver: role=.* rooms=' "$1" | tail -n1)" "$2"; }
+
+# show the tail of logs (for the reader of a failed test)
+show() {
+	local f
+	for f in "$@"; do
+		echo "----- $f (last ${SHOW_LINES:-25} lines)"
+		tail -n "${SHOW_LINES:-25}" "$f" 2> /dev/null
+	done
+}
+
+# fgt A B : A > B (floats)
+fgt() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 > b + 0) }'; }
+now() { "$DRIVER" --now; }

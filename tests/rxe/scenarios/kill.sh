@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Issue 4: the peer killed mid-transfer. Two processes (kvf_driver), prefill
+# on DEV0, decode on DEV1; once the decode has checked some rooms the VICTIM
+# gets SIGNAL:
+#   KILL: the kernel closes its rdma_cm ids (disconnect path);
+#   STOP: it goes silent without disconnecting (heartbeat-miss path: the
+#         kernel's rxe still acknowledges at the transport level).
+# The survivor must fail every room it has with that peer as "peer lost"
+# within the heartbeat deadline (interval_ms x misses = 500 x 4 = 2 s, plus
+# SLACK_S for a slow guest), release them all, and fail nothing else.
+#   kill.sh BUILD DEV0 ADDR0 DEV1 ADDR1 decode|prefill KILL|STOP
+. "$(dirname "$0")/common.sh"
+victim=${1:?decode|prefill} sig=${2:?KILL|STOP}
+HB_MS=500 HB_MISSES=4
+deadline=$(awk -v a=$HB_MS -v b=$HB_MISSES 'BEGIN { print a * b / 1000 }')
+slack=${SLACK_S:-1.5}
+limit=$(awk -v a="$deadline" -v b="$slack" 'BEGIN { print a + b }')
+port=$((18720 + ${#victim} + ${#sig}))
+engine_conf "$W/p.conf" prefill-k prefill $port
+engine_conf "$W/d.conf" decode-k decode $port
+shape=(--rooms 2000 --buffers 8 --block-size 16384 --blocks-per-room 8 --window 32 --timeout 150)
+if [ "$victim" = decode ]; then survivor=prefill; else survivor=decode; fi
+
+note "prefill on $DEV0 $ADDR0, decode on $DEV1 $ADDR1; SIG$sig the $victim mid-transfer;" \
+	"heartbeat $HB_MS ms x $HB_MISSES = ${deadline} s (+${slack} s slack)"
+popt=() dopt=()
+[ $survivor = prefill ] && popt=(--stop-on-lost 6)
+[ $survivor = decode ] && dopt=(--stop-on-lost 6)
+timeout -k 5 170 "$DRIVER" --role prefill --config "$W/p.conf" "${shape[@]}" "${popt[@]}" \
+	--ready-file "$W/ready" > "$W/prefill.out" 2> "$W/prefill.log" &
+ppid=$!
+CHILDREN+=("$ppid")
+wait_file "$W/ready" 30 || { show "$W/prefill.out" "$W/prefill.log"; fail "prefill not ready in 30 s"; }
+timeout -k 5 170 "$DRIVER" --role decode --config "$W/d.conf" "${shape[@]}" "${dopt[@]}" \
+	> "$W/decode.out" 2> "$W/decode.log" &
+dpid=$!
+CHILDREN+=("$dpid")
+wait_lines "$W/decode.out" ' SUCCESS ' 40 60 ||
+	{ show "$W/decode.out" "$W/decode.log" "$W/prefill.log"; fail "the decode did not get 40 rooms in 60 s"; }
+if [ $victim = decode ]; then vpid=$dpid spid=$ppid sout=$W/prefill.out slog=$W/prefill.log
+else vpid=$ppid spid=$dpid sout=$W/decode.out slog=$W/decode.log; fi
+# the driver runs under timeout: signal the driver itself (timeout's child)
+vchild=$(pgrep -P "$vpid" | head -n1)
+[ -n "$vchild" ] || fail "no $victim process under pid $vpid"
+kill -"$sig" "$vchild"
+tk=$(now)
+note "SIG$sig sent to the $victim (pid $vchild) at t=$tk"
+# the survivor stops by itself: --stop-on-lost 6 after the first peer loss
+for ((i = 0; i < 300; i++)); do
+	kill -0 "$spid" 2> /dev/null || break
+	if ((i == 10 * (${limit%.*} + 6))) && ! grep -q 'reason=peer_lost' "$sout"; then
+		break # nothing lost well past the deadline: no need to wait more
+	fi
+	sleep 0.1
+done
+lost=$(grep -c 'reason=peer_lost' "$sout")
+if kill -0 "$spid" 2> /dev/null && [ "$lost" = 0 ]; then
+	# keep watching a while to say when (if ever) it notices
+	for ((i = 0; i < 400; i++)); do
+		grep -q 'reason=peer_lost' "$sout" && break
+		sleep 0.1
+	done
+	t1=$(grep 'reason=peer_lost' "$sout" | head -n1 | sed -n 's/.* t=\([0-9.]*\).*/\1/p')
+	later=${t1:+first room failed (peer lost) $(awk -v a="$t1" -v b="$tk" 'BEGIN { printf "%.1f", a - b }') s after SIG$sig}
+	show "$slog"
+	grep -E 'nothing heard|down in|lost' "$slog" | tail -n 5
+	fail "no room of the $survivor failed within $limit s of SIG$sig to the $victim (deadline ${deadline} s)${later:+; $later}${later:- ; none within 40 s}"
+fi
+wait "$spid"
+src=$?
+kill -CONT "$vchild" 2> /dev/null
+kill "$vchild" 2> /dev/null
+wait "$vpid" 2> /dev/null
+CHILDREN=()
+cat "$sout" | grep -v ' SUCCESS ' | tail -n 50
+grep '^driver:' "$sout"
+grep -E 'down in|connection .* lost' "$slog" | head -n 3
+[ "$src" = 0 ] || fail "the $survivor driver exit $src (timeout: rooms neither terminal nor released)"
+# every room failed after the kill is peer lost, within the limit; allowed
+# otherwise: a decode room created after the connection was known dead
+# (connect failed), a SUCCESS whose data had landed just before the kill
+problems=$(awk -v tk="$tk" -v lim="$limit" '
+	/^room / {
+		t = 0; c = 0; r = ""; from = ""
+		for (i = 1; i <= NF; i++) {
+			if ($i ~ /^t=/) t = substr($i, 3) + 0
+			if ($i ~ /^created=/) c = substr($i, 9) + 0
+			if ($i ~ /^reason=/) r = substr($i, 8)
+			if ($i ~ /^from=/) from = substr($i, 6)
+		}
+		if ($0 ~ / STUCK /) {
+			if ($0 !~ /state=BOOTSTRAPPING/) print "still live: " $0
+			next
+		}
+		if (t < tk) next
+		if ($4 == "SUCCESS") { if (t > tk + 1.0) print "success after the kill: " $0; next }
+		if (r == "peer_lost") { if (t - tk > lim) print "late: " $0; next }
+		if (r == "connect_failed" && c > tk) next
+		print "other failure: " $0
+	}' "$sout")
+first=$(grep 'reason=peer_lost' "$sout" | head -n1 | sed -n 's/.* t=\([0-9.]*\).*/\1/p')
+last=$(grep 'reason=peer_lost' "$sout" | tail -n1 | sed -n 's/.* t=\([0-9.]*\).*/\1/p')
+lost=$(grep -c 'reason=peer_lost' "$sout")
+span="first $(awk -v a="$first" -v b="$tk" 'BEGIN { printf "%.2f", a - b }') s, last $(awk -v a="$last" -v b="$tk" 'BEGIN { printf "%.2f", a - b }') s after SIG$sig"
+note "$lost rooms failed (peer lost): $span"
+[ -z "$problems" ] || { echo "$problems" | head -n 20; fail "$(wc -l <<< "$problems") rooms not as expected ($span)"; }
+[ "$(summary "$sout" released)" = "$(summary "$sout" created)" ] || fail "not every room released"
+pass "$lost $survivor rooms FAILED (peer lost), $span (limit $limit s); all released"
