@@ -30,6 +30,10 @@
  *   big-pool    our pool has twice the prefill's blocks and every
  *               destination block id is past the prefill's own count (legal:
  *               the pools of the two sides need not be the same size)
+ *   close-fast  as good, but we disconnect the moment the last room's data
+ *               has landed (its write-with-immediate completed here, so the
+ *               prefill's RC ACK is on its way): every room should still be
+ *               SUCCESS at the prefill
  *   bad-version connect private data with protocol version 2: rejected
  *   bad-token   connect private data with another token's hash: rejected
  *
@@ -71,9 +75,9 @@
 #define CQ_N 256
 
 enum mode { M_GOOD, M_BAD_RKEY, M_BAD_BLOCK, M_MR_OVERRUN, M_TRUNCATED, M_SHORT, M_BAD_LAYOUT,
-	    M_BAD_VERSION, M_BAD_TOKEN, M_BIG_POOL };
+	    M_BAD_VERSION, M_BAD_TOKEN, M_BIG_POOL, M_CLOSE_FAST };
 static const char *const mode_names[] = {"good", "bad-rkey", "bad-block", "mr-overrun",
-	"truncated", "short", "bad-layout", "bad-version", "bad-token", "big-pool"};
+	"truncated", "short", "bad-layout", "bad-version", "bad-token", "big-pool", "close-fast"};
 
 struct opts {
 	const char *server, *bind, *token;
@@ -105,7 +109,7 @@ struct conn {
 	struct ibv_cq *cq;
 	struct ibv_mr *rx_mr, *tx_mr, **pool_mr;
 	uint32_t tx_next;
-	bool established, gone, rejected;
+	bool established, gone, rejected, disc;
 	char why[160];
 	double last_hb;
 };
@@ -552,13 +556,16 @@ static int run_loop(struct peer *p, struct conn *c, uint32_t lo, uint32_t hi, bo
 			pending |= p->rstate[i] == R_ASKED;
 		if (!want_gone && !pending)
 			return 0;
-		if (c->gone)
+		/* waiting for the connection to go: for the prefill's disconnect
+		 * (our own QP's flush comes first, and closing on it would race
+		 * the prefill's error completion) */
+		if (want_gone ? c->disc : c->gone)
 			return want_gone ? 0 : -ECONNRESET;
 		if (!rdma_get_cm_event(c->ech, &ev)) {
 			printf("fake_peer: cm event %s (status %d)\n", rdma_event_str(ev->event), ev->status);
 			if (ev->event == RDMA_CM_EVENT_DISCONNECTED ||
 			    ev->event == RDMA_CM_EVENT_TIMEWAIT_EXIT) {
-				c->gone = true;
+				c->gone = c->disc = true;
 				snprintf(c->why, sizeof(c->why), "%s", rdma_event_str(ev->event));
 			}
 			rdma_ack_cm_event(ev);
@@ -623,6 +630,15 @@ static int run_loop(struct peer *p, struct conn *c, uint32_t lo, uint32_t hi, bo
 	return -ETIMEDOUT;
 }
 
+/* Keep the connection up a moment (completions, heartbeats) before we
+ * close it, as a real decode engine would: the prefill then sees its last
+ * writes complete before our disconnect. */
+static void linger(struct peer *p, struct conn *c, double secs)
+{
+	if (!c->gone)
+		run_loop(p, c, 0, 0, true, secs);
+}
+
 /* Ask rooms [lo, hi) on c (the bad one per kind), then wait for them. */
 static int ask(struct peer *p, struct conn *c, uint32_t lo, uint32_t hi, int bad_kind)
 {
@@ -679,12 +695,13 @@ int main(int argc, char **argv)
 
 	switch (o->mode) {
 	case M_GOOD:
+	case M_CLOSE_FAST:
 	case M_BIG_POOL:
 	case M_BAD_BLOCK:
 	case M_TRUNCATED:
 		ask(&p, &c, 0, o->rooms, o->mode == M_BAD_BLOCK ? 1 : o->mode == M_TRUNCATED ? 2 : 0);
 		rc = run_loop(&p, &c, 0, o->rooms, false, o->timeout_s);
-		if (o->mode != M_GOOD && o->mode != M_BIG_POOL) {
+		if (o->mode != M_GOOD && o->mode != M_BIG_POOL && o->mode != M_CLOSE_FAST) {
 			/* the bad room never gets data; see whether the prefill
 			 * tells us (ABORT) within --wait */
 			if (p.rstate[b] == R_ASKED)
@@ -694,8 +711,12 @@ int main(int argc, char **argv)
 			       : p.rstate[b] == R_ASKED ? "no data and no ABORT from the prefill"
 							: "DATA LANDED for it");
 		}
+		if (o->mode != M_CLOSE_FAST)
+			linger(&p, &c, 1.5);
+		else
+			printf("fake_peer: closing at once after the last room's data\n");
 		conn_close(&p, &c);
-		if (o->mode == M_GOOD || o->mode == M_BIG_POOL)
+		if (o->mode == M_GOOD || o->mode == M_BIG_POOL || o->mode == M_CLOSE_FAST)
 			return p.ok == o->rooms && !p.bad_words
 				       ? result(true, "%u rooms, every byte checked", p.ok)
 				       : result(false, "%u of %u rooms checked, %u bad words%s", p.ok,
@@ -712,9 +733,9 @@ int main(int argc, char **argv)
 		ask(&p, &c, 0, 1, 0);
 		if (o->mode == M_BAD_RKEY) {
 			run_loop(&p, &c, 0, 1, true, o->timeout_s);
-			printf("fake_peer: connection 1 %s\n", c.gone ? "is gone, as expected"
-								       : "STILL UP after the bad write");
-			if (!c.gone) {
+			printf("fake_peer: connection 1 %s\n", c.disc ? "closed by the prefill, as expected"
+								       : "NOT CLOSED by the prefill after the bad write");
+			if (!c.disc) {
 				conn_close(&p, &c);
 				return result(false, "connection 1 survived a write with a wrong rkey");
 			}
@@ -739,10 +760,10 @@ int main(int argc, char **argv)
 		}
 		send_room_info(&p, &c, b, o->mode == M_MR_OVERRUN ? 4 : 3);
 		run_loop(&p, &c, b, b + 1, true, o->timeout_s);
-		printf("fake_peer: connection 1 %s\n", c.gone ? "is gone, as expected"
-							       : "STILL UP after the bad room");
+		printf("fake_peer: connection 1 %s\n", c.disc ? "closed by the prefill, as expected"
+							       : "NOT CLOSED by the prefill after the bad room");
 		conn_close(&p, &c);
-		if (!c.gone && o->mode == M_MR_OVERRUN)
+		if (!c.disc && o->mode == M_MR_OVERRUN)
 			return result(false, "connection 1 survived a remote access error");
 		if (o->mode == M_SHORT)
 			p.rstate[b] = R_NONE, b = b - 1; /* room b is asked again below */
@@ -759,6 +780,7 @@ int main(int argc, char **argv)
 		send_hello(&p, &c, false, false, false);
 		ask(&p, &c, b + 1, o->rooms, 0);
 		rc = run_loop(&p, &c, b + 1, o->rooms, false, o->timeout_s);
+		linger(&p, &c, 1.5);
 		conn_close(&p, &c);
 	}
 	{

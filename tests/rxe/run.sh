@@ -162,6 +162,7 @@ TESTS=(
 	"kvf_fake_peer_bad_block|70|\$repo/tests/rxe/scenarios/fake_peer.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 bad-block"
 	"kvf_fake_peer_truncated|70|\$repo/tests/rxe/scenarios/fake_peer.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 truncated"
 	"kvf_fake_peer_short|70|\$repo/tests/rxe/scenarios/fake_peer.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 short"
+	"kvf_fake_peer_close_fast|70|\$repo/tests/rxe/scenarios/fake_peer.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 close-fast"
 	"kvf_fake_peer_bad_layout|70|\$repo/tests/rxe/scenarios/fake_peer.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 bad-layout"
 	"kvf_fake_peer_bad_version|70|\$repo/tests/rxe/scenarios/fake_peer.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 bad-version"
 	"kvf_fake_peer_bad_token|70|\$repo/tests/rxe/scenarios/fake_peer.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 bad-token"
