@@ -518,8 +518,9 @@ static void on_peer_lost(struct kvf_engine *eng, struct kvf_event *ev)
 
 	/* Rare (a peer dies or a connection fails): a scan of the table is
 	 * simpler than keeping a list per connection, and bounded. The
-	 * transport pushes this only after the connection's completions have
-	 * all been pushed, so nothing more can land for these rooms. */
+	 * transport pushes this once the connection's QPs are in error, so
+	 * nothing more can land for these rooms; their late flush completions
+	 * find nothing outstanding and are counted as ignored. */
 	for (uint32_t i = 0; i < eng->nslots; i++) {
 		struct kvf_slot *r = &eng->slots[i];
 
@@ -551,9 +552,16 @@ static void on_bad_frame(struct kvf_engine *eng, struct kvf_event *ev)
 		kvf_warn("room", "bad frame from conn %u: %s", ev->peer, detail);
 		kvf_room_ignore(eng, ev->key ? KVF_IGN_UNKNOWN_ROOM : KVF_IGN_BAD_EVENT, ev,
 				"bad frame");
+		/* A receiver whose ROOM_INFO we could not take must hear so, or
+		 * it waits for its own deadline. */
+		if (ev->key && ev->role == KVF_SENDER && ev->peer && eng->ops)
+			eng->ops->send_abort(eng->t, ev->peer, ev->key, KVF_RECEIVER,
+					     KVF_FAIL_BAD_FRAME);
 		return;
 	}
 	r->last = KVF_LAST_BAD_FRAME;
+	if (r->role == KVF_SENDER && !r->conn)
+		r->conn = ev->peer; /* so the failure's ABORT reaches that receiver */
 	if (!kvf_room_fail(eng, r, KVF_FAIL_BAD_FRAME, KVF_DL_NONE, EPROTO, -1, 0,
 			   "bad frame from conn %u: %s", ev->peer, detail))
 		kvf_room_ignore(eng, KVF_IGN_FINISHED_ROOM, ev, "bad frame");

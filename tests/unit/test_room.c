@@ -520,3 +520,25 @@ Test(room, periodic_summary_line, .init = setup_redirected)
 		  "summary: %s", line);
 	cr_assert_eq(strstr(strstr(line, "rooms:") + 1, "rooms:"), NULL, "one line per interval");
 }
+
+Test(room, bad_room_info_frame_aborts_the_receiver)
+{
+	kvf_room h;
+
+	/* for a room that does not exist yet */
+	push(eng, (struct kvf_event){ .kind = KVF_EV_BAD_FRAME, .key = 90, .peer = 7,
+				      .role = KVF_SENDER });
+	kvf_progress(eng);
+	cr_assert_eq(f.aborts, 1);
+	cr_assert_eq(f.abort_id, 90);
+	cr_assert_eq(f.abort_role, KVF_RECEIVER);
+	/* for a sender room still bootstrapping */
+	cr_assert_eq(kvf_sender_create(eng, 91, &h), 0);
+	push(eng, (struct kvf_event){ .kind = KVF_EV_BAD_FRAME, .key = 91, .peer = 7,
+				      .role = KVF_SENDER });
+	kvf_progress(eng);
+	cr_assert_eq(failure(h).reason, KVF_FAIL_BAD_FRAME);
+	cr_assert_eq(f.aborts, 2);
+	cr_assert_eq(f.abort_id, 91);
+	cr_assert_eq(stats().bad_frames, 2);
+}
