@@ -147,8 +147,8 @@ RETRY5=(sh -c 'for i in 1 2 3 4 5; do "$@" && exit 0; echo "(attempt $i failed)"
 TESTS=(
 	"verbs_smoke|60|\$BIN/verbs_smoke -d \$DEV0 \${GID0:+-g \$GID0}"
 	# kvferry transport (tests/rxe/scenarios/*.sh: BUILD DEV0 ADDR0 DEV1 ADDR1 ...)
-	"kvf_bench_one_process|420|\$repo/tests/rxe/scenarios/bench.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 one 1000 2"
-	"kvf_bench_two_process|420|\$repo/tests/rxe/scenarios/bench.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 two 1000 2"
+	"kvf_bench_one_process|420|\$repo/tests/rxe/scenarios/bench.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 one 1000 1"
+	"kvf_bench_two_process|420|\$repo/tests/rxe/scenarios/bench.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 two 1000 1"
 	"kvf_abort_prefill|200|\$repo/tests/rxe/scenarios/abort.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 prefill"
 	"kvf_abort_decode|200|\$repo/tests/rxe/scenarios/abort.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 decode"
 	"kvf_kill_decode|120|\$repo/tests/rxe/scenarios/kill.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 decode KILL"
@@ -167,7 +167,7 @@ TESTS=(
 	"kvf_fake_peer_bad_version|70|\$repo/tests/rxe/scenarios/fake_peer.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 bad-version"
 	"kvf_fake_peer_bad_token|70|\$repo/tests/rxe/scenarios/fake_peer.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 bad-token"
 	"kvf_reject_token|60|\$repo/tests/rxe/scenarios/reject.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1"
-	"kvf_throughput|300|\$repo/tests/rxe/scenarios/throughput.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 300"
+	"kvf_throughput|300|\$repo/tests/rxe/scenarios/throughput.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 150"
 )
 
 suite() {

@@ -15,7 +15,7 @@ HB_MS=500 HB_MISSES=4
 deadline=$(awk -v a=$HB_MS -v b=$HB_MISSES 'BEGIN { print a * b / 1000 }')
 slack=${SLACK_S:-1.5}
 limit=$(awk -v a="$deadline" -v b="$slack" 'BEGIN { print a + b }')
-port=$((18720 + ${#victim} + ${#sig}))
+case $victim/$sig in decode/KILL) port=18721 ;; prefill/KILL) port=18722 ;; decode/STOP) port=18723 ;; *) port=18724 ;; esac
 engine_conf "$W/p.conf" prefill-k prefill $port
 engine_conf "$W/d.conf" decode-k decode $port
 shape=(--rooms 2000 --buffers 8 --block-size 16384 --blocks-per-room 8 --window 32 --timeout 150)
@@ -30,11 +30,13 @@ timeout -k 5 170 "$DRIVER" --role prefill --config "$W/p.conf" "${shape[@]}" "${
 	--ready-file "$W/ready" > "$W/prefill.out" 2> "$W/prefill.log" &
 ppid=$!
 CHILDREN+=("$ppid")
+note "prefill driver started (pid $ppid), waiting for it to be ready"
 wait_file "$W/ready" 30 || { show "$W/prefill.out" "$W/prefill.log"; fail "prefill not ready in 30 s"; }
 timeout -k 5 170 "$DRIVER" --role decode --config "$W/d.conf" "${shape[@]}" "${dopt[@]}" \
 	> "$W/decode.out" 2> "$W/decode.log" &
 dpid=$!
 CHILDREN+=("$dpid")
+note "decode driver started (pid $dpid), waiting for 40 rooms"
 wait_lines "$W/decode.out" ' SUCCESS ' 40 60 ||
 	{ show "$W/decode.out" "$W/decode.log" "$W/prefill.log"; fail "the decode did not get 40 rooms in 60 s"; }
 if [ $victim = decode ]; then vpid=$dpid spid=$ppid sout=$W/prefill.out slog=$W/prefill.log
