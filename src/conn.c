@@ -53,8 +53,10 @@ static void conn_free(struct kvf_conn *c)
 		ibv_dereg_mr(c->tx_mr);
 	while ((f = c->fq_head)) {
 		c->fq_head = f->next;
+		free(f->blocks);
 		free(f);
 	}
+	kvf_proto_reasm_clear(&c->reasm);
 	free(atomic_load(&c->peer_pool));
 	free(c->rx_buf);
 	free(c->tx_buf);
@@ -409,6 +411,7 @@ void kvf_conn_teardown(struct kvf_conn *c, uint16_t reason, const char *why)
 		return;
 	}
 	atomic_store(&c->state, KVF_CONN_DEAD);
+	kvf_proto_reasm_clear(&c->reasm); /* a ROOM_INFO cut short by the loss */
 	if (c->qp) {
 		/* Synchronous: once it returns no inbound write can land. */
 		kvf_verbs_qp_to_error(c->qp);
@@ -587,6 +590,12 @@ static int check_peer_hello(struct kvf_conn *c, const void *pd, size_t len,
 		*code = KVF_REJ_TOKEN;
 		snprintf(why, wlen, "peer %s has a different auth token", h.engine_id);
 		return -EACCES;
+	}
+	if (h.frame_max < KVF_PROTO_ROOM_INFO_FIXED + 4u) {
+		*code = KVF_REJ_MALFORMED;
+		snprintf(why, wlen, "peer %s takes frames of %u bytes, too small for a ROOM_INFO",
+			 h.engine_id, h.frame_max);
+		return -EPROTO;
 	}
 	c->peer_frame_max = h.frame_max;
 	c->peer_mtu = h.mtu;

@@ -46,10 +46,17 @@ struct kvf_wdesc {
 	struct ibv_sge sge[KVF_MAX_SGE];
 };
 
-/* A control frame waiting for a send buffer. */
+/* A control frame waiting for a send buffer (len bytes of data); or, with
+ * len 0, a room's whole ROOM_INFO sequence (proto.h): encoded frame by frame
+ * straight into the send buffers when posted, each to the peer's frame size,
+ * and kept at the head of the queue until its last frame is posted, so
+ * nothing comes between its frames on the queue pair. */
 struct kvf_pframe {
 	struct kvf_pframe *next;
 	uint32_t len;
+	uint32_t total, sent;      /* sequence: ids in the list, ids posted */
+	uint64_t room_id, recv_handle;
+	uint32_t *blocks;          /* sequence: the total ids (malloc'd) */
 	uint8_t data[];
 };
 
@@ -83,6 +90,7 @@ struct kvf_conn {
 	struct ibv_mr *rx_mr;
 	uint32_t rx_n;
 	uint32_t cq_unacked;           /* completion-channel events not yet acked */
+	struct kvf_room_reasm reasm;   /* the peer's ROOM_INFO sequence in progress */
 	bool sq_drained, rq_drained;
 	uint64_t created_ns, dead_ns;
 	uint16_t lost_reason;          /* enum kvf_fail_reason pushed with PEER_LOST */

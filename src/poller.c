@@ -88,23 +88,24 @@ static void on_hello(struct kvf_conn *c, const struct kvf_frame *f)
 		 " blocks", c->id, f->hello.engine_id, c->peer, pp->nbufs, pp->nblocks);
 }
 
+/* ROOM_INFO and ROOM_INFO_CONT: one sequence in progress per connection
+ * (proto.h); the room's list is pushed once whole. */
 static void on_room_info(struct kvf_conn *c, const struct kvf_frame *f)
 {
-	uint32_t n = f->room_info.nblocks;
-	struct kvf_peer_info *pi = malloc(sizeof(*pi) + n * sizeof(pi->blocks[0]));
-	struct kvf_event ev = {.kind = KVF_EV_PEER_INFO, .role = KVF_SENDER, .peer = c->id,
-			       .key = f->room_id};
+	struct kvf_event ev = {.kind = KVF_EV_PEER_INFO, .role = KVF_SENDER, .peer = c->id};
+	struct kvf_peer_info *pi;
+	struct kvf_reasm_drop drop;
+	char detail[200];
+	int rc = kvf_proto_reasm_feed(&c->reasm, f, &pi, &drop, detail, sizeof(detail));
 
-	if (!pi) {
-		bad_frame(c, true, f->room_id, "no memory for ROOM_INFO");
+	if (drop.set)
+		bad_frame(c, true, drop.room_id, drop.why);
+	if (rc < 0)
+		bad_frame(c, true, f->room_id, detail);
+	if (rc <= 0)
 		return;
-	}
-	pi->room_id = f->room_id;
-	pi->recv_handle = f->room_info.recv_handle;
 	pi->peer = c->id;
-	pi->nblocks = n;
-	for (uint32_t i = 0; i < n; i++)
-		pi->blocks[i] = kvf_proto_block(f, i);
+	ev.key = pi->room_id;
 	ev.data = pi;
 	kvf_rdma_push(c->t, &ev);
 }
@@ -124,6 +125,20 @@ static void on_frame(struct poller *p, struct kvf_conn *c, uint32_t slot, uint32
 	bool names;
 
 	if (kvf_proto_decode(buf, len, &lim, &f, &names, detail, sizeof(detail))) {
+		/* A broken part of a ROOM_INFO ends the sequence in progress:
+		 * its room fails with it when it is another room's. */
+		if (names && c->reasm.pi &&
+		    (f.type == KVF_FR_ROOM_INFO || f.type == KVF_FR_ROOM_INFO_CONT)) {
+			if (c->reasm.pi->room_id != f.room_id) {
+				char why[200];
+
+				snprintf(why, sizeof(why), "ROOM_INFO sequence cut short by a "
+					 "malformed %s for room %#" PRIx64,
+					 kvf_frame_type_str(f.type), f.room_id);
+				bad_frame(c, true, c->reasm.pi->room_id, why);
+			}
+			kvf_proto_reasm_clear(&c->reasm);
+		}
 		bad_frame(c, names, f.room_id, detail);
 		return;
 	}
@@ -132,6 +147,7 @@ static void on_frame(struct poller *p, struct kvf_conn *c, uint32_t slot, uint32
 		on_hello(c, &f);
 		break;
 	case KVF_FR_ROOM_INFO:
+	case KVF_FR_ROOM_INFO_CONT:
 		on_room_info(c, &f);
 		break;
 	case KVF_FR_ABORT:

@@ -4,7 +4,10 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "event.h"
 
 /* ------------------------------------------------------ byte helpers */
 
@@ -52,6 +55,24 @@ size_t kvf_proto_hello_len(uint32_t nbufs)
 size_t kvf_proto_room_info_len(uint32_t nblocks)
 {
 	return KVF_PROTO_ROOM_INFO_FIXED + (size_t)nblocks * 4u;
+}
+
+size_t kvf_proto_room_info_cont_len(uint32_t nblocks)
+{
+	return KVF_PROTO_ROOM_INFO_CONT_FIXED + (size_t)nblocks * 4u;
+}
+
+uint32_t kvf_proto_room_info_frames(uint32_t total, size_t frame_max)
+{
+	size_t first, more;
+
+	if (frame_max < KVF_PROTO_ROOM_INFO_FIXED + 4u)
+		return 0;
+	first = (frame_max - KVF_PROTO_ROOM_INFO_FIXED) / 4u;
+	more = (frame_max - KVF_PROTO_ROOM_INFO_CONT_FIXED) / 4u;
+	if (total <= first)
+		return 1;
+	return 1 + (uint32_t)((total - first + more - 1) / more);
 }
 
 static void put_hdr(uint8_t *p, uint8_t type, size_t len, uint64_t room_id)
@@ -107,10 +128,46 @@ int kvf_proto_encode_room_info(void *buf, size_t cap, uint64_t room_id,
 	p += KVF_PROTO_HDR_LEN;
 	put64(p, recv_handle);
 	put32(p + 8, n);
-	put32(p + 12, 0);
+	put32(p + 12, 0); /* total: 0 = this frame's n, the whole list */
 	p += 16;
 	for (uint32_t i = 0; i < n; i++, p += 4)
 		put32(p, blocks[i]);
+	return (int)len;
+}
+
+int kvf_proto_encode_room_info_part(void *buf, size_t cap, uint64_t room_id,
+				    uint64_t recv_handle, const uint32_t *blocks,
+				    uint32_t total, uint32_t offset, uint32_t *n)
+{
+	size_t fixed = offset ? KVF_PROTO_ROOM_INFO_CONT_FIXED : KVF_PROTO_ROOM_INFO_FIXED;
+	uint32_t k = total - offset, i;
+	uint8_t *p = buf;
+	size_t len;
+
+	if (!buf || !blocks || !n || offset >= total)
+		return -EINVAL;
+	if (cap > UINT32_MAX)
+		cap = UINT32_MAX;
+	if (cap < fixed + 4u)
+		return -EMSGSIZE;
+	if (k > (cap - fixed) / 4u)
+		k = (uint32_t)((cap - fixed) / 4u);
+	len = fixed + (size_t)k * 4u;
+	put_hdr(p, offset ? KVF_FR_ROOM_INFO_CONT : KVF_FR_ROOM_INFO, len, room_id);
+	p += KVF_PROTO_HDR_LEN;
+	if (offset) {
+		put32(p, offset);
+		put32(p + 4, k);
+		p += 8;
+	} else {
+		put64(p, recv_handle);
+		put32(p + 8, k);
+		put32(p + 12, total);
+		p += 16;
+	}
+	for (i = 0; i < k; i++, p += 4)
+		put32(p, blocks[offset + i]);
+	*n = k;
 	return (int)len;
 }
 
@@ -162,8 +219,8 @@ int kvf_proto_encode_heartbeat(void *buf, size_t cap)
 
 static bool type_names_room(uint8_t type)
 {
-	return type == KVF_FR_ROOM_INFO || type == KVF_FR_ABORT ||
-	       type == KVF_FR_ABORT_ACK;
+	return type == KVF_FR_ROOM_INFO || type == KVF_FR_ROOM_INFO_CONT ||
+	       type == KVF_FR_ABORT || type == KVF_FR_ABORT_ACK;
 }
 
 static int decode_hello(const uint8_t *p, size_t len, const struct kvf_proto_limits *lim,
@@ -200,34 +257,74 @@ static int decode_hello(const uint8_t *p, size_t len, const struct kvf_proto_lim
 	return 0;
 }
 
+/* The ids of a ROOM_INFO or ROOM_INFO_CONT: length, then every id in the pool. */
+static int check_ids(const uint8_t *p, size_t len, size_t fixed, const struct kvf_proto_limits *lim,
+		     struct kvf_frame *f, char *detail, size_t dlen)
+{
+	const char *what = kvf_frame_type_str(f->type);
+	uint32_t n = f->room_info.nblocks;
+
+	f->room_info.blocks = p + fixed;
+	if (len != fixed + (size_t)n * 4u)
+		BAD(-EBADMSG, "%s of %zu bytes, %" PRIu32 " blocks need %zu (truncated block list)",
+		    what, len, n, fixed + (size_t)n * 4u);
+	if (lim->nblocks == 0)
+		BAD(-EBADMSG, "%s before the peer's HELLO: no pool to check blocks against", what);
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t b = kvf_proto_block(f, i);
+
+		if (b >= lim->nblocks)
+			BAD(-EBADMSG, "%s block %" PRIu64 " is id %" PRIu32
+			    ", outside the pool of %" PRIu32 " blocks", what,
+			    (uint64_t)f->room_info.offset + i, b, lim->nblocks);
+	}
+	return 0;
+}
+
 static int decode_room_info(const uint8_t *p, size_t len, const struct kvf_proto_limits *lim,
 			    struct kvf_frame *f, char *detail, size_t dlen)
 {
-	uint32_t n;
+	uint32_t n, total;
 
 	if (len < KVF_PROTO_ROOM_INFO_FIXED)
 		BAD(-EBADMSG, "ROOM_INFO of %zu bytes, shorter than its fixed part (%u)",
 		    len, KVF_PROTO_ROOM_INFO_FIXED);
 	f->room_info.recv_handle = get64(p + KVF_PROTO_HDR_LEN);
 	n = get32(p + KVF_PROTO_HDR_LEN + 8);
+	total = get32(p + KVF_PROTO_HDR_LEN + 12);
 	f->room_info.nblocks = n;
-	f->room_info.blocks = p + KVF_PROTO_ROOM_INFO_FIXED;
+	f->room_info.total = total ? total : n;
 	if (n == 0 || n > lim->max_blocks)
 		BAD(-EBADMSG, "ROOM_INFO with %" PRIu32 " blocks (1..%" PRIu32 " allowed)",
 		    n, lim->max_blocks);
-	if (len != kvf_proto_room_info_len(n))
-		BAD(-EBADMSG, "ROOM_INFO of %zu bytes, %" PRIu32 " blocks need %zu (truncated block list)",
-		    len, n, kvf_proto_room_info_len(n));
-	if (lim->nblocks == 0)
-		BAD(-EBADMSG, "ROOM_INFO before the peer's HELLO: no pool to check blocks against");
-	for (uint32_t i = 0; i < n; i++) {
-		uint32_t b = kvf_proto_block(f, i);
+	if (total && total < n)
+		BAD(-EBADMSG, "ROOM_INFO carries %" PRIu32 " block ids of a list of %" PRIu32,
+		    n, total);
+	if (total > lim->max_blocks)
+		BAD(-EBADMSG, "ROOM_INFO for a list of %" PRIu32 " blocks (1..%" PRIu32 " allowed)",
+		    total, lim->max_blocks);
+	return check_ids(p, len, KVF_PROTO_ROOM_INFO_FIXED, lim, f, detail, dlen);
+}
 
-		if (b >= lim->nblocks)
-			BAD(-EBADMSG, "ROOM_INFO block %" PRIu32 " is id %" PRIu32
-			    ", outside the pool of %" PRIu32 " blocks", i, b, lim->nblocks);
-	}
-	return 0;
+static int decode_room_info_cont(const uint8_t *p, size_t len,
+				 const struct kvf_proto_limits *lim, struct kvf_frame *f,
+				 char *detail, size_t dlen)
+{
+	uint32_t off, n;
+
+	if (len < KVF_PROTO_ROOM_INFO_CONT_FIXED)
+		BAD(-EBADMSG, "ROOM_INFO_CONT of %zu bytes, shorter than its fixed part (%u)",
+		    len, KVF_PROTO_ROOM_INFO_CONT_FIXED);
+	off = get32(p + KVF_PROTO_HDR_LEN);
+	n = get32(p + KVF_PROTO_HDR_LEN + 4);
+	f->room_info.offset = off;
+	f->room_info.nblocks = n;
+	if (off == 0)
+		BAD(-EBADMSG, "ROOM_INFO_CONT at offset 0 (the list starts with a ROOM_INFO)");
+	if (n == 0 || n > lim->max_blocks || off > lim->max_blocks - n)
+		BAD(-EBADMSG, "ROOM_INFO_CONT with %" PRIu32 " blocks at offset %" PRIu32
+		    " (lists of 1..%" PRIu32 " allowed)", n, off, lim->max_blocks);
+	return check_ids(p, len, KVF_PROTO_ROOM_INFO_CONT_FIXED, lim, f, detail, dlen);
 }
 
 static int decode_body(const uint8_t *p, size_t len, const struct kvf_proto_limits *lim,
@@ -238,6 +335,8 @@ static int decode_body(const uint8_t *p, size_t len, const struct kvf_proto_limi
 		return decode_hello(p, len, lim, f, detail, dlen);
 	case KVF_FR_ROOM_INFO:
 		return decode_room_info(p, len, lim, f, detail, dlen);
+	case KVF_FR_ROOM_INFO_CONT:
+		return decode_room_info_cont(p, len, lim, f, detail, dlen);
 	case KVF_FR_ABORT:
 		if (len != KVF_PROTO_ABORT_LEN)
 			BAD(-EBADMSG, "ABORT of %zu bytes, expected %u", len, KVF_PROTO_ABORT_LEN);
@@ -311,6 +410,97 @@ void kvf_proto_hello_buf(const struct kvf_frame *f, uint32_t i, struct kvf_hello
 	out->rkey = get32(p + 16);
 }
 
+/* ---------------------------------------------- ROOM_INFO reassembly */
+
+void kvf_proto_reasm_clear(struct kvf_room_reasm *ra)
+{
+	free(ra->pi);
+	ra->pi = NULL;
+	ra->have = 0;
+}
+
+static void copy_ids(struct kvf_room_reasm *ra, const struct kvf_frame *f)
+{
+	for (uint32_t i = 0; i < f->room_info.nblocks; i++)
+		ra->pi->blocks[ra->have + i] = kvf_proto_block(f, i);
+	ra->have += f->room_info.nblocks;
+}
+
+static int reasm_done(struct kvf_room_reasm *ra, struct kvf_peer_info **done)
+{
+	if (ra->have < ra->pi->nblocks)
+		return 0;
+	*done = ra->pi;
+	ra->pi = NULL;
+	ra->have = 0;
+	return 1;
+}
+
+static void drop_pending(struct kvf_room_reasm *ra, struct kvf_reasm_drop *drop,
+			 const struct kvf_frame *f)
+{
+	drop->set = true;
+	drop->room_id = ra->pi->room_id;
+	snprintf(drop->why, sizeof(drop->why), "ROOM_INFO sequence cut short: %" PRIu32
+		 " of %" PRIu32 " block ids received when a %s for room %#" PRIx64 " came",
+		 ra->have, ra->pi->nblocks, kvf_frame_type_str(f->type), f->room_id);
+	kvf_proto_reasm_clear(ra);
+}
+
+int kvf_proto_reasm_feed(struct kvf_room_reasm *ra, const struct kvf_frame *f,
+			 struct kvf_peer_info **done, struct kvf_reasm_drop *drop,
+			 char *detail, size_t dlen)
+{
+	const struct kvf_peer_info *pi = ra->pi;
+	uint32_t off = f->room_info.offset, n = f->room_info.nblocks;
+
+	drop->set = false;
+	*done = NULL;
+	if (f->type == KVF_FR_ROOM_INFO) {
+		if (pi && pi->room_id == f->room_id) {
+			uint32_t have = ra->have, total = pi->nblocks;
+
+			kvf_proto_reasm_clear(ra);
+			BAD(-EBADMSG, "a second ROOM_INFO for the room with %" PRIu32 " of its %" PRIu32
+			    " block ids received", have, total);
+		}
+		if (pi)
+			drop_pending(ra, drop, f);
+		ra->pi = malloc(sizeof(*ra->pi) + (size_t)f->room_info.total * sizeof(ra->pi->blocks[0]));
+		if (!ra->pi)
+			BAD(-ENOMEM, "no memory for a ROOM_INFO of %" PRIu32 " blocks",
+			    f->room_info.total);
+		ra->pi->room_id = f->room_id;
+		ra->pi->recv_handle = f->room_info.recv_handle;
+		ra->pi->peer = 0;
+		ra->pi->nblocks = f->room_info.total;
+		ra->have = 0;
+		copy_ids(ra, f);
+		return reasm_done(ra, done);
+	}
+	if (f->type != KVF_FR_ROOM_INFO_CONT)
+		BAD(-EINVAL, "%s is not part of a ROOM_INFO", kvf_frame_type_str(f->type));
+	if (!pi)
+		BAD(-EBADMSG, "ROOM_INFO_CONT at offset %" PRIu32 " with no ROOM_INFO before it", off);
+	if (pi->room_id != f->room_id) {
+		drop_pending(ra, drop, f);
+		BAD(-EBADMSG, "ROOM_INFO_CONT at offset %" PRIu32 " while room %#" PRIx64
+		    "'s ROOM_INFO was in progress", off, drop->room_id);
+	}
+	if (off != ra->have || n > pi->nblocks - ra->have) {
+		uint32_t have = ra->have, total = pi->nblocks;
+
+		kvf_proto_reasm_clear(ra);
+		if (off != have)
+			BAD(-EBADMSG, "ROOM_INFO_CONT at offset %" PRIu32 ", expected %" PRIu32
+			    " (of %" PRIu32 " block ids)", off, have, total);
+		BAD(-EBADMSG, "ROOM_INFO_CONT of %" PRIu32 " block ids at offset %" PRIu32
+		    " runs past the list's %" PRIu32, n, off, total);
+	}
+	copy_ids(ra, f);
+	return reasm_done(ra, done);
+}
+
 const char *kvf_frame_type_str(unsigned type)
 {
 	static const char *const names[KVF_FR_NUM] = {
@@ -319,6 +509,7 @@ const char *kvf_frame_type_str(unsigned type)
 		[KVF_FR_ABORT] = "ABORT",
 		[KVF_FR_ABORT_ACK] = "ABORT_ACK",
 		[KVF_FR_HEARTBEAT] = "HEARTBEAT",
+		[KVF_FR_ROOM_INFO_CONT] = "ROOM_INFO_CONT",
 	};
 
 	return type < KVF_FR_NUM && names[type] ? names[type] : "UNKNOWN";

@@ -15,10 +15,22 @@
  * Bodies:
  *   HELLO      engine_id[32], nbufs u32, nblocks u32,
  *              nbufs x { addr u64, block_size u64, rkey u32, reserved u32 }
- *   ROOM_INFO  recv_handle u64, nblocks u32, reserved u32, nblocks x u32
+ *   ROOM_INFO  recv_handle u64, nblocks u32, total u32, nblocks x u32
+ *   ROOM_INFO_CONT  offset u32, nblocks u32, nblocks x u32
  *   ABORT      to_role u8, reserved u8, reason u16, reserved u32
  *   ABORT_ACK, HEARTBEAT: none
- * Decoding checks every length before reading it. */
+ * Decoding checks every length before reading it.
+ *
+ * A room's block list longer than one frame (the peer's receive buffers, at
+ * most 64 KiB: ~16K ids) is a sequence: a ROOM_INFO with the total count
+ * and the first nblocks ids, then ROOM_INFO_CONT frames with the next ids
+ * at offset (= ids sent so far), until total. total 0 in a ROOM_INFO means
+ * "nblocks: the whole list" (a list that fits one frame). The sender posts a
+ * sequence whole and contiguous on ONE queue pair, nothing of any other room
+ * between its frames; RC delivers it in order. The receiver keeps one
+ * sequence in progress per connection (kvf_room_reasm): a ROOM_INFO or
+ * ROOM_INFO_CONT that does not continue it fails the rooms involved (other
+ * frame types in between are taken as usual). */
 #ifndef KVF_PROTO_H
 #define KVF_PROTO_H
 
@@ -27,12 +39,16 @@
 #include <stdint.h>
 
 #define KVF_PROTO_MAGIC 0x5246564bu /* bytes 'K' 'V' 'F' 'R' */
-#define KVF_PROTO_VERSION 1u
+/* 2: ROOM_INFO's reserved field is its list's total, ROOM_INFO_CONT. A
+ * version-1 peer would take a split list's first frame for the whole list:
+ * the versions refuse each other at connect. */
+#define KVF_PROTO_VERSION 2u
 #define KVF_PROTO_HDR_LEN 24u
 #define KVF_PROTO_ENGINE_ID_LEN 32u
 #define KVF_PROTO_HELLO_FIXED (KVF_PROTO_HDR_LEN + KVF_PROTO_ENGINE_ID_LEN + 8u)
 #define KVF_PROTO_HELLO_BUF_LEN 24u
 #define KVF_PROTO_ROOM_INFO_FIXED (KVF_PROTO_HDR_LEN + 16u)
+#define KVF_PROTO_ROOM_INFO_CONT_FIXED (KVF_PROTO_HDR_LEN + 8u)
 #define KVF_PROTO_ABORT_LEN (KVF_PROTO_HDR_LEN + 8u)
 
 enum kvf_frame_type {
@@ -41,6 +57,7 @@ enum kvf_frame_type {
 	KVF_FR_ABORT = 3,     /* either way */
 	KVF_FR_ABORT_ACK = 4, /* prefill -> decode: no write of the room left */
 	KVF_FR_HEARTBEAT = 5, /* liveness */
+	KVF_FR_ROOM_INFO_CONT = 6, /* decode -> prefill: more of a ROOM_INFO's ids */
 	KVF_FR_NUM
 };
 
@@ -62,9 +79,12 @@ struct kvf_frame {
 			uint32_t nblocks;
 			const uint8_t *bufs; /* kvf_proto_hello_buf() reads one */
 		} hello;
-		struct {
-			uint64_t recv_handle;
-			uint32_t nblocks;
+		struct { /* ROOM_INFO and ROOM_INFO_CONT */
+			uint64_t recv_handle;  /* ROOM_INFO only */
+			uint32_t total;        /* ROOM_INFO: ids in the whole list
+			                          (nblocks when not split); CONT: 0 */
+			uint32_t offset;       /* CONT: index of its first id; ROOM_INFO: 0 */
+			uint32_t nblocks;      /* ids in this frame */
 			const uint8_t *blocks; /* kvf_proto_block() reads one */
 		} room_info;
 		struct {
@@ -76,7 +96,7 @@ struct kvf_frame {
 
 /* What the decoder checks against. */
 struct kvf_proto_limits {
-	uint32_t max_blocks; /* ROOM_INFO block count limit */
+	uint32_t max_blocks; /* ROOM_INFO list length limit (a whole list) */
 	uint32_t max_bufs;   /* HELLO buffer count limit */
 	uint32_t nblocks;    /* ROOM_INFO block ids must be < this; 0 = no peer
 	                        pool known: every ROOM_INFO is rejected */
@@ -85,15 +105,28 @@ struct kvf_proto_limits {
 /* Frame sizes. */
 size_t kvf_proto_hello_len(uint32_t nbufs);
 size_t kvf_proto_room_info_len(uint32_t nblocks);
+size_t kvf_proto_room_info_cont_len(uint32_t nblocks);
+/* Frames a list of total ids takes when every frame is at most frame_max
+ * bytes (0 when frame_max cannot carry one id). */
+uint32_t kvf_proto_room_info_frames(uint32_t total, size_t frame_max);
 
 /* Encoders write into buf (cap bytes) and return the frame length, or
  * -EMSGSIZE when it does not fit, -EINVAL on a bad argument. */
 int kvf_proto_encode_hello(void *buf, size_t cap, const char *engine_id,
 			   uint32_t nblocks, const struct kvf_hello_buf *bufs,
 			   uint32_t nbufs);
+/* A whole list in one frame (total = n). */
 int kvf_proto_encode_room_info(void *buf, size_t cap, uint64_t room_id,
 			       uint64_t recv_handle, const uint32_t *blocks,
 			       uint32_t n);
+/* The frame of a list of total ids (blocks[0..total)) that starts at id
+ * offset: a ROOM_INFO when offset is 0, else a ROOM_INFO_CONT; as many ids
+ * as fit cap, up to the end. *n gets how many it carries; the next frame
+ * starts at offset + *n. -EMSGSIZE when not one id fits, -EINVAL when
+ * offset >= total. */
+int kvf_proto_encode_room_info_part(void *buf, size_t cap, uint64_t room_id,
+				    uint64_t recv_handle, const uint32_t *blocks,
+				    uint32_t total, uint32_t offset, uint32_t *n);
 int kvf_proto_encode_abort(void *buf, size_t cap, uint64_t room_id,
 			   uint8_t to_role, uint16_t reason);
 int kvf_proto_encode_abort_ack(void *buf, size_t cap, uint64_t room_id);
@@ -110,6 +143,44 @@ int kvf_proto_encode_heartbeat(void *buf, size_t cap);
  */
 int kvf_proto_decode(const void *buf, size_t len, const struct kvf_proto_limits *lim,
 		     struct kvf_frame *f, bool *names_room, char *detail, size_t dlen);
+
+/* ----------------------------------------- ROOM_INFO reassembly (receiver) */
+
+struct kvf_peer_info;
+
+/* One connection's ROOM_INFO sequence in progress. Zero = none. */
+struct kvf_room_reasm {
+	struct kvf_peer_info *pi; /* the list being filled (total ids), or NULL */
+	uint32_t have;            /* ids received so far */
+};
+
+/* A sequence in progress that the fed frame abandoned (another room's). */
+struct kvf_reasm_drop {
+	bool set;
+	uint64_t room_id;
+	char why[200];
+};
+
+/*
+ * Feed a decoded ROOM_INFO or ROOM_INFO_CONT (kvf_proto_decode checked its
+ * own lengths, ids and limits; this checks the sequence). Returns
+ *   1        the list is whole: *done gets it (malloc'd, the caller owns it;
+ *            room_id, recv_handle, nblocks and blocks set, peer 0)
+ *   0        more frames to come
+ *   -EBADMSG the frame breaks the sequence: f->room_id fails (detail says
+ *            why) and whatever was buffered for it is freed
+ *   -ENOMEM  f->room_id fails: no memory for its list
+ * In every case drop->set says that a sequence of ANOTHER room was in
+ * progress and is now abandoned and freed: that room fails too (drop->why).
+ * A ROOM_INFO while one is in progress abandons it (or, for the same room,
+ * fails that room); a CONT must name the room in progress and continue at
+ * exactly the ids received so far, not past its total.
+ */
+int kvf_proto_reasm_feed(struct kvf_room_reasm *ra, const struct kvf_frame *f,
+			 struct kvf_peer_info **done, struct kvf_reasm_drop *drop,
+			 char *detail, size_t dlen);
+/* Free a sequence in progress (connection lost, close). */
+void kvf_proto_reasm_clear(struct kvf_room_reasm *ra);
 
 /* The room id in an encoded frame's header (0 for HELLO and HEARTBEAT). */
 uint64_t kvf_proto_frame_room(const void *frame);

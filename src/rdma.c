@@ -160,6 +160,34 @@ static int send_hello(struct kvf_conn *c)
 	return rc;
 }
 
+/* The next frame of a ROOM_INFO sequence, encoded into the send buffer it
+ * goes from, as big as both sides' frames allow. */
+static int send_room_info_part(struct kvf_conn *c, struct kvf_pframe *f)
+{
+	struct kvf_rdma *t = c->t;
+	uint32_t i = c->tx_free[c->tx_nfree - 1], n = 0;
+	uint8_t *buf = c->tx_buf + (size_t)i * t->frame_max;
+	uint32_t cap = c->peer_frame_max < t->frame_max ? c->peer_frame_max : t->frame_max;
+	int len = kvf_proto_encode_room_info_part(buf, cap, f->room_id, f->recv_handle, f->blocks,
+						  f->total, f->sent, &n);
+	int rc;
+
+	if (len < 0) {
+		/* Not reached: connect refuses a peer whose frames cannot carry
+		 * one id. The room would wait for its deadline: fail it now. */
+		kvf_err("rdma", "connection %u: room %#" PRIx64 ": ROOM_INFO does not fit the "
+			"peer's %u-byte frames; tearing the connection down", c->id, f->room_id,
+			c->peer_frame_max);
+		request_teardown(c, KVF_FAIL_CONNECT);
+		f->sent = f->total;
+		return 0;
+	}
+	rc = post_frame(c, buf, (uint32_t)len);
+	if (!rc)
+		f->sent += n;
+	return rc;
+}
+
 static int send_frames(struct kvf_conn *c)
 {
 	int rc = 0;
@@ -174,20 +202,28 @@ static int send_frames(struct kvf_conn *c)
 	while (c->fq_head && c->tx_nfree && c->credits) {
 		struct kvf_pframe *f = c->fq_head;
 
-		if (f->len > c->peer_frame_max) {
-			/* Only a ROOM_INFO can be this big (send_room_info refuses
-			 * it once the peer's size is known); its room fails by
-			 * the receiver's deadline. */
+		if (!f->len) {
+			/* A ROOM_INFO sequence stays at the head until its last
+			 * frame is posted: nothing gets between its frames. */
+			rc = send_room_info_part(c, f);
+			if (rc)
+				return rc;
+			if (f->sent < f->total)
+				continue;
+		} else if (f->len > c->peer_frame_max) {
+			/* Not reached: the fixed frames are far smaller than the
+			 * smallest frame size connect accepts. */
 			kvf_err("rdma", "connection %u: %u-byte %s for room %#" PRIx64 " is over the "
-				"peer's %u-byte frames (its engine.max_blocks_per_room is smaller); "
-				"dropped", c->id, f->len, kvf_frame_type_str(f->data[6]),
-				kvf_proto_frame_room(f->data), c->peer_frame_max);
+				"peer's %u-byte frames; dropped", c->id, f->len,
+				kvf_frame_type_str(f->data[6]), kvf_proto_frame_room(f->data),
+				c->peer_frame_max);
 		} else if ((rc = post_frame(c, f->data, f->len))) {
 			return rc;
 		}
 		c->fq_head = f->next;
 		if (!c->fq_head)
 			c->fq_tail = &c->fq_head;
+		free(f->blocks);
 		free(f);
 	}
 	return 0;
@@ -270,7 +306,7 @@ static int enqueue_frame(struct kvf_conn *c, struct kvf_pframe *f)
 
 static struct kvf_pframe *frame_alloc(size_t len)
 {
-	struct kvf_pframe *f = malloc(sizeof(*f) + len);
+	struct kvf_pframe *f = calloc(1, sizeof(*f) + len);
 
 	if (f)
 		f->len = (uint32_t)len;
@@ -440,44 +476,42 @@ static int get_or_connect(struct kvf_rdma *t, const char *peer, struct kvf_conn 
 	return 0;
 }
 
+/* The list goes as one ROOM_INFO sequence (proto.h), split at post time
+ * to the peer's frame size: a list of any length up to
+ * engine.max_blocks_per_room. */
 static int op_send_room_info(void *tp, const char *peer, uint64_t room_id, uint64_t recv_handle,
 			     const uint32_t *blocks, uint32_t n, uint32_t *conn)
 {
 	struct kvf_rdma *t = tp;
-	size_t len = kvf_proto_room_info_len(n);
 	struct kvf_pframe *f;
 	struct kvf_conn *c;
 	int rc;
 
 	if (!peer || !*peer)
 		peer = t->cfg.peer;
-	if (!*peer || !strrchr(peer, ':') || !conn || (n && !blocks))
+	if (!*peer || !strrchr(peer, ':') || !conn || !n || !blocks)
 		return -EINVAL;
-	if (len > t->frame_max) {
-		kvf_err("rdma", "room %" PRIu64 ": %u blocks make a %zu-byte ROOM_INFO; frames "
-			"are at most %u bytes (%zu blocks)", room_id, n, len, t->frame_max,
-			(size_t)(t->frame_max - KVF_PROTO_ROOM_INFO_FIXED) / 4);
-		return -EMSGSIZE;
+	if (n > t->cfg.max_blocks_per_room) {
+		kvf_err("rdma", "room %#" PRIx64 ": %u blocks, engine.max_blocks_per_room is %u",
+			room_id, n, t->cfg.max_blocks_per_room);
+		return -EINVAL;
 	}
-	f = frame_alloc(len);
-	if (!f)
+	f = frame_alloc(0);
+	if (f)
+		f->blocks = malloc((size_t)n * sizeof(*blocks));
+	if (!f || !f->blocks) {
+		free(f);
 		return -ENOMEM;
-	kvf_proto_encode_room_info(f->data, len, room_id, recv_handle, blocks, n);
+	}
+	memcpy(f->blocks, blocks, (size_t)n * sizeof(*blocks));
+	f->total = n;
+	f->room_id = room_id;
+	f->recv_handle = recv_handle;
 	rc = get_or_connect(t, peer, &c);
 	if (rc) {
+		free(f->blocks);
 		free(f);
 		return rc;
-	}
-	/* The peer's frame size is known once established (it came with the
-	 * accept): refuse now what it could not take, rather than let the
-	 * room wait for its deadline. */
-	if (atomic_load_explicit(&c->state, memory_order_acquire) == KVF_CONN_ESTABLISHED &&
-	    len > c->peer_frame_max) {
-		kvf_err("rdma", "room %" PRIu64 ": %u blocks make a %zu-byte ROOM_INFO; %s takes "
-			"frames of at most %u bytes", room_id, n, len, c->peer, c->peer_frame_max);
-		free(f);
-		kvf_conn_put(c);
-		return -EMSGSIZE;
 	}
 	enqueue_frame(c, f);
 	*conn = c->id;
@@ -720,8 +754,8 @@ static int check_cfg(struct kvf_rdma *t)
 		kvf_warn("rdma", "rdma.qps_per_peer = %u: one queue pair per peer is "
 			 "implemented; using 1", cfg->qps_per_peer);
 	/* Every receive buffer is frame_max bytes, rq_depth of them per
-	 * connection: cap it. A ROOM_INFO over the cap is refused (-EMSGSIZE)
-	 * until ROOM_INFO is split into continuation frames. */
+	 * connection: cap it. A ROOM_INFO over the cap goes as a sequence of
+	 * frames (proto.h). */
 	fm = kvf_proto_room_info_len(cfg->max_blocks_per_room);
 	if (fm > FRAME_CAP)
 		fm = FRAME_CAP;

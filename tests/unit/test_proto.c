@@ -95,7 +95,7 @@ Test(proto, little_endian_on_the_wire)
 {
 	kvf_proto_encode_abort_ack(buf, sizeof(buf), 0x0102030405060708ull);
 	cr_assert_eq(memcmp(buf, "KVFR", 4), 0);
-	cr_assert_eq(buf[4], 1);
+	cr_assert_eq(buf[4], KVF_PROTO_VERSION);
 	cr_assert_eq(buf[5], 0);
 	cr_assert_eq(buf[8], 24);
 	cr_assert_eq(buf[16], 0x08);
@@ -345,4 +345,285 @@ Test(proto, reject_reason_long)
 	rej[0] = 'X';
 	kvf_proto_decode_rej(rej, 48, text, sizeof(text));
 	cr_assert_str_eq(text, "no reason given");
+}
+
+/* ------------------------------------------ ROOM_INFO over several frames */
+
+#include <stdlib.h>
+
+#include "event.h"
+
+/* A big pool and list limit for the sequence tests. */
+static const struct kvf_proto_limits biglim = {.max_blocks = 300000, .max_bufs = 8,
+					      .nblocks = 1u << 20};
+static uint8_t fbuf[65536];
+
+static int decode_big(const void *p, size_t len, struct kvf_frame *f, bool *names)
+{
+	why[0] = '\0';
+	return kvf_proto_decode(p, len, &biglim, f, names, why, sizeof(why));
+}
+
+/* Encode the list to frames of at most fmax bytes and feed every frame
+ * through decode and reassembly, as the poller does. */
+static struct kvf_peer_info *round_trip_seq(const uint32_t *blocks, uint32_t total, size_t fmax,
+					    uint32_t *nframes)
+{
+	struct kvf_room_reasm ra = {0};
+	struct kvf_peer_info *done = NULL;
+	uint32_t off = 0;
+
+	*nframes = 0;
+	while (off < total) {
+		struct kvf_reasm_drop drop;
+		struct kvf_frame f;
+		uint32_t n = 0;
+		bool names = false;
+		int len = kvf_proto_encode_room_info_part(fbuf, fmax, 0x1234, 0x500000007ull, blocks,
+							  total, off, &n);
+		int rc;
+
+		cr_assert_gt(len, 0);
+		cr_assert_leq((size_t)len, fmax);
+		cr_assert_eq(decode_big(fbuf, (size_t)len, &f, &names), 0, "%s", why);
+		cr_assert(names);
+		cr_assert_eq(f.type, off ? KVF_FR_ROOM_INFO_CONT : KVF_FR_ROOM_INFO);
+		cr_assert_eq(f.room_info.offset, off);
+		cr_assert_eq(f.room_info.nblocks, n);
+		if (!off)
+			cr_assert_eq(f.room_info.total, total);
+		rc = kvf_proto_reasm_feed(&ra, &f, &done, &drop, why, sizeof(why));
+		cr_assert_not(drop.set);
+		off += n;
+		(*nframes)++;
+		cr_assert_eq(rc, off == total ? 1 : 0, "%s", why);
+	}
+	cr_assert_null(ra.pi, "nothing left buffered once whole");
+	return done;
+}
+
+Test(proto, room_info_sequence_round_trip)
+{
+	uint32_t total = 100003, nframes;
+	uint32_t *blocks = malloc(total * sizeof(*blocks));
+	struct kvf_peer_info *pi;
+
+	for (uint32_t i = 0; i < total; i++)
+		blocks[i] = (i * 7919u) % (1u << 20);
+	pi = round_trip_seq(blocks, total, 65536, &nframes);
+	cr_assert_not_null(pi);
+	cr_assert_eq(nframes, kvf_proto_room_info_frames(total, 65536));
+	cr_assert_eq(nframes, 7); /* 16374 ids in the first, 16376 in each next */
+	cr_assert_eq(pi->room_id, 0x1234);
+	cr_assert_eq(pi->recv_handle, 0x500000007ull);
+	cr_assert_eq(pi->nblocks, total);
+	cr_assert_eq(memcmp(pi->blocks, blocks, total * sizeof(*blocks)), 0);
+	free(pi);
+
+	/* Exactly one frame's worth, one more, and tiny frames. */
+	pi = round_trip_seq(blocks, 16374, 65536, &nframes);
+	cr_assert_eq(nframes, 1);
+	free(pi);
+	pi = round_trip_seq(blocks, 16375, 65536, &nframes);
+	cr_assert_eq(nframes, 2);
+	cr_assert_eq(kvf_proto_room_info_frames(16375, 65536), 2);
+	free(pi);
+	/* 1 id in the ROOM_INFO, 3 in each CONT (8 bytes less fixed part). */
+	pi = round_trip_seq(blocks, 10, KVF_PROTO_ROOM_INFO_FIXED + 4, &nframes);
+	cr_assert_eq(nframes, 4);
+	cr_assert_eq(kvf_proto_room_info_frames(10, KVF_PROTO_ROOM_INFO_FIXED + 4), 4);
+	cr_assert_eq(memcmp(pi->blocks, blocks, 10 * sizeof(*blocks)), 0);
+	free(pi);
+	free(blocks);
+}
+
+Test(proto, room_info_part_encoder_limits)
+{
+	uint32_t blocks[4] = {1, 2, 3, 4}, n = 99;
+
+	cr_assert_eq(kvf_proto_encode_room_info_part(fbuf, KVF_PROTO_ROOM_INFO_FIXED + 3, 1, 2,
+						     blocks, 4, 0, &n), -EMSGSIZE);
+	cr_assert_eq(kvf_proto_encode_room_info_part(fbuf, sizeof(fbuf), 1, 2, blocks, 4, 4, &n),
+		     -EINVAL);
+	cr_assert_eq(kvf_proto_room_info_frames(4, KVF_PROTO_ROOM_INFO_FIXED + 3), 0);
+	/* A whole list in the first frame: the classic ROOM_INFO. */
+	cr_assert_eq(kvf_proto_encode_room_info_part(fbuf, sizeof(fbuf), 1, 2, blocks, 4, 0, &n),
+		     (int)kvf_proto_room_info_len(4));
+	cr_assert_eq(n, 4);
+	/* A CONT carries 8 bytes of fixed part less than a ROOM_INFO. */
+	cr_assert_eq(kvf_proto_encode_room_info_part(fbuf, kvf_proto_room_info_cont_len(2), 1, 2,
+						     blocks, 4, 1, &n),
+		     (int)kvf_proto_room_info_cont_len(2));
+	cr_assert_eq(n, 2);
+}
+
+/* A ROOM_INFO with its total field 0 (a peer that never splits) is the
+ * whole list. */
+Test(proto, room_info_total_zero_is_whole)
+{
+	uint32_t blocks[3] = {4, 5, 6};
+	struct kvf_frame f;
+	int len = kvf_proto_encode_room_info(buf, sizeof(buf), 9, 1, blocks, 3);
+
+	cr_assert_eq(buf[KVF_PROTO_HDR_LEN + 12], 0);
+	cr_assert_eq(decode((size_t)len, &f, NULL), 0, "%s", why);
+	cr_assert_eq(f.room_info.total, 3);
+	cr_assert_eq(f.room_info.nblocks, 3);
+}
+
+/* Encode frame `off` of a 10-id list for room `room` into fbuf (frames of
+ * 3 ids), decode it. */
+static void seq_frame(uint64_t room, uint32_t off, struct kvf_frame *f)
+{
+	static const uint32_t ids[10] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+	uint32_t n;
+	size_t cap = off ? kvf_proto_room_info_cont_len(3) : kvf_proto_room_info_len(3);
+	int len = kvf_proto_encode_room_info_part(fbuf, cap, room, 77, ids, 10, off, &n);
+
+	cr_assert_gt(len, 0);
+	cr_assert_eq(decode_big(fbuf, (size_t)len, f, NULL), 0, "%s", why);
+}
+
+static int feed(struct kvf_room_reasm *ra, uint64_t room, uint32_t off, struct kvf_reasm_drop *drop,
+		struct kvf_peer_info **done)
+{
+	struct kvf_frame f;
+
+	seq_frame(room, off, &f);
+	why[0] = '\0';
+	return kvf_proto_reasm_feed(ra, &f, done, drop, why, sizeof(why));
+}
+
+Test(proto, room_info_sequence_malformations)
+{
+	struct kvf_room_reasm ra = {0};
+	struct kvf_reasm_drop drop;
+	struct kvf_peer_info *done;
+
+	/* CONT with nothing in progress: that room fails. */
+	cr_assert_eq(feed(&ra, 5, 3, &drop, &done), -EBADMSG);
+	cr_assert(strstr(why, "no ROOM_INFO before it"), "%s", why);
+	cr_assert_not(drop.set);
+
+	/* Wrong offset (a gap): the room fails, its ids are freed. */
+	cr_assert_eq(feed(&ra, 5, 0, &drop, &done), 0);
+	cr_assert_eq(feed(&ra, 5, 6, &drop, &done), -EBADMSG);
+	cr_assert(strstr(why, "offset 6, expected 3 (of 10"), "%s", why);
+	cr_assert_null(ra.pi);
+
+	/* Repeated (overlapping) CONT. */
+	cr_assert_eq(feed(&ra, 5, 0, &drop, &done), 0);
+	cr_assert_eq(feed(&ra, 5, 3, &drop, &done), 0);
+	cr_assert_eq(feed(&ra, 5, 3, &drop, &done), -EBADMSG);
+	cr_assert(strstr(why, "offset 3, expected 6"), "%s", why);
+	cr_assert_null(ra.pi);
+
+	/* Another room's CONT in the middle: both rooms fail. */
+	cr_assert_eq(feed(&ra, 5, 0, &drop, &done), 0);
+	cr_assert_eq(feed(&ra, 6, 3, &drop, &done), -EBADMSG);
+	cr_assert(strstr(why, "room 0x5's ROOM_INFO was in progress"), "%s", why);
+	cr_assert(drop.set);
+	cr_assert_eq(drop.room_id, 5);
+	cr_assert(strstr(drop.why, "3 of 10 block ids"), "%s", drop.why);
+	cr_assert_null(ra.pi);
+
+	/* Another room's ROOM_INFO before the list is whole: the first room
+	 * fails, the new one starts and completes. */
+	cr_assert_eq(feed(&ra, 5, 0, &drop, &done), 0);
+	cr_assert_eq(feed(&ra, 7, 0, &drop, &done), 0);
+	cr_assert(drop.set);
+	cr_assert_eq(drop.room_id, 5);
+	cr_assert_eq(feed(&ra, 7, 3, &drop, &done), 0);
+	cr_assert_not(drop.set);
+	cr_assert_eq(feed(&ra, 7, 6, &drop, &done), 0);
+	cr_assert_eq(feed(&ra, 7, 9, &drop, &done), 1);
+	cr_assert_eq(done->room_id, 7);
+	cr_assert_eq(done->nblocks, 10);
+	for (uint32_t i = 0; i < 10; i++)
+		cr_assert_eq(done->blocks[i], i);
+	free(done);
+
+	/* The same room's ROOM_INFO again mid-sequence: it fails. */
+	cr_assert_eq(feed(&ra, 5, 0, &drop, &done), 0);
+	cr_assert_eq(feed(&ra, 5, 0, &drop, &done), -EBADMSG);
+	cr_assert(strstr(why, "second ROOM_INFO"), "%s", why);
+	cr_assert_not(drop.set);
+	cr_assert_null(ra.pi);
+
+	/* A connection lost mid-sequence: cleared, nothing leaks (ASan). */
+	cr_assert_eq(feed(&ra, 5, 0, &drop, &done), 0);
+	kvf_proto_reasm_clear(&ra);
+	cr_assert_null(ra.pi);
+	cr_assert_eq(ra.have, 0);
+}
+
+/* A CONT that runs past the list's total (its offset is right). */
+Test(proto, room_info_cont_past_total)
+{
+	static const uint32_t ids[8] = {0};
+	struct kvf_room_reasm ra = {0};
+	struct kvf_reasm_drop drop;
+	struct kvf_peer_info *done;
+	struct kvf_frame f;
+	uint32_t n;
+	int len;
+
+	/* ROOM_INFO: 2 ids of a list of 4. */
+	len = kvf_proto_encode_room_info_part(fbuf, kvf_proto_room_info_len(2), 3, 1, ids, 4, 0, &n);
+	cr_assert_eq(decode_big(fbuf, (size_t)len, &f, NULL), 0, "%s", why);
+	cr_assert_eq(kvf_proto_reasm_feed(&ra, &f, &done, &drop, why, sizeof(why)), 0);
+	/* CONT at 2 of a list the sender thinks has 8: 6 ids. */
+	len = kvf_proto_encode_room_info_part(fbuf, sizeof(fbuf), 3, 1, ids, 8, 2, &n);
+	cr_assert_eq(n, 6);
+	cr_assert_eq(decode_big(fbuf, (size_t)len, &f, NULL), 0, "%s", why);
+	cr_assert_eq(kvf_proto_reasm_feed(&ra, &f, &done, &drop, why, sizeof(why)), -EBADMSG);
+	cr_assert(strstr(why, "runs past the list's 4"), "%s", why);
+	cr_assert_null(ra.pi);
+}
+
+Test(proto, room_info_sequence_decode_malformations)
+{
+	uint32_t ids[4] = {1, 2, 3, 4}, n;
+	struct kvf_frame f;
+	bool names = false;
+	int len;
+
+	/* ROOM_INFO whose total is below its own count. */
+	len = kvf_proto_encode_room_info(buf, sizeof(buf), 9, 1, ids, 4);
+	buf[KVF_PROTO_HDR_LEN + 12] = 3;
+	expect_reject((size_t)len, -EBADMSG, "4 block ids of a list of 3");
+
+	/* ROOM_INFO announcing a list over the limit. */
+	len = kvf_proto_encode_room_info_part(buf, kvf_proto_room_info_len(2), 9, 1, ids, 4, 0, &n);
+	buf[KVF_PROTO_HDR_LEN + 12] = 65;
+	expect_reject((size_t)len, -EBADMSG, "list of 65 blocks (1..64 allowed)");
+
+	/* CONT: offset 0, count 0, past the limit, truncated, id out of pool. */
+	len = kvf_proto_encode_room_info_part(buf, sizeof(buf), 9, 1, ids, 4, 1, &n);
+	cr_assert_eq(len, (int)kvf_proto_room_info_cont_len(3));
+	cr_assert_eq(decode((size_t)len, &f, &names), 0, "%s", why);
+	cr_assert(names);
+	cr_assert_eq(f.room_id, 9);
+	cr_assert_str_eq(kvf_frame_type_str(f.type), "ROOM_INFO_CONT");
+
+	buf[KVF_PROTO_HDR_LEN] = 0;
+	expect_reject((size_t)len, -EBADMSG, "at offset 0");
+	buf[KVF_PROTO_HDR_LEN] = 62; /* 62 + 3 > 64 */
+	expect_reject((size_t)len, -EBADMSG, "3 blocks at offset 62 (lists of 1..64");
+	buf[KVF_PROTO_HDR_LEN] = 0xff; /* offset near UINT32_MAX: no wrap */
+	buf[KVF_PROTO_HDR_LEN + 1] = 0xff;
+	buf[KVF_PROTO_HDR_LEN + 2] = 0xff;
+	buf[KVF_PROTO_HDR_LEN + 3] = 0xff;
+	expect_reject((size_t)len, -EBADMSG, "at offset 4294967295");
+	len = kvf_proto_encode_room_info_part(buf, sizeof(buf), 9, 1, ids, 4, 1, &n);
+	buf[KVF_PROTO_HDR_LEN + 4] = 0;
+	expect_reject((size_t)len, -EBADMSG, "0 blocks at offset 1");
+	buf[KVF_PROTO_HDR_LEN + 4] = 4; /* says 4, carries 3 */
+	expect_reject((size_t)len, -EBADMSG, "truncated block list");
+	ids[3] = 100;
+	len = kvf_proto_encode_room_info_part(buf, sizeof(buf), 9, 1, ids, 4, 1, &n);
+	expect_reject((size_t)len, -EBADMSG, "ROOM_INFO_CONT block 3 is id 100, outside the pool");
+	expect_reject(KVF_PROTO_ROOM_INFO_CONT_FIXED - 1, -EBADMSG, "length mismatch");
+	buf[8] = KVF_PROTO_ROOM_INFO_CONT_FIXED - 1;
+	expect_reject(KVF_PROTO_ROOM_INFO_CONT_FIXED - 1, -EBADMSG, "shorter than its fixed part");
 }
