@@ -38,6 +38,7 @@ int kvf_poller_adopt(struct kvf_rdma *t, struct kvf_conn *c)
 	t->plist = p;
 	kvf_conn_ref(c);
 	t->plist[t->np++] = c;
+	c->polled = true;
 	return 0;
 }
 
@@ -48,7 +49,7 @@ static void bad_frame(struct kvf_conn *c, bool names_room, uint64_t room_id, con
 	struct kvf_event ev = {
 		.kind = KVF_EV_BAD_FRAME,
 		.role = c->active ? KVF_RECEIVER : KVF_SENDER,
-		.peer = c->id,
+		.peer = c->group,
 		.key = names_room ? room_id : 0,
 	};
 	char *msg = malloc(256);
@@ -92,7 +93,7 @@ static void on_hello(struct kvf_conn *c, const struct kvf_frame *f)
  * (proto.h); the room's list is pushed once whole. */
 static void on_room_info(struct kvf_conn *c, const struct kvf_frame *f)
 {
-	struct kvf_event ev = {.kind = KVF_EV_PEER_INFO, .role = KVF_SENDER, .peer = c->id};
+	struct kvf_event ev = {.kind = KVF_EV_PEER_INFO, .role = KVF_SENDER, .peer = c->group};
 	struct kvf_peer_info *pi;
 	struct kvf_reasm_drop drop;
 	char detail[200];
@@ -104,7 +105,7 @@ static void on_room_info(struct kvf_conn *c, const struct kvf_frame *f)
 		bad_frame(c, true, f->room_id, detail);
 	if (rc <= 0)
 		return;
-	pi->peer = c->id;
+	pi->peer = c->group;
 	ev.key = pi->room_id;
 	ev.data = pi;
 	kvf_rdma_push(c->t, &ev);
@@ -119,7 +120,7 @@ static void on_frame(struct poller *p, struct kvf_conn *c, uint32_t slot, uint32
 		.max_bufs = p->hello_max_bufs,
 		.nblocks = pp ? pp->nblocks : 0,
 	};
-	struct kvf_event ev = {.peer = c->id};
+	struct kvf_event ev = {.peer = c->group};
 	struct kvf_frame f;
 	char detail[200];
 	bool names;
@@ -196,7 +197,7 @@ static void on_recv(struct poller *p, struct kvf_conn *c, const struct ibv_wc *w
 		struct kvf_event ev = {
 			.kind = KVF_EV_DATA_DONE,
 			.role = KVF_RECEIVER,
-			.peer = c->id,
+			.peer = c->group,
 			.key = (imm & ((1u << KVF_IMM_SLOT_BITS) - 1)) |
 			       (uint64_t)(imm >> KVF_IMM_SLOT_BITS) << 32,
 		};
@@ -215,7 +216,7 @@ static void on_send(struct poller *p, struct kvf_conn *c, const struct ibv_wc *w
 	struct kvf_event ev = {
 		.kind = KVF_EV_WC,
 		.status = (uint16_t)wc->status,
-		.peer = c->id,
+		.peer = c->group,
 		.key = wc->wr_id,
 		.aux = (uint64_t)wc->vendor_err << 32 | wc->qp_num,
 	};
@@ -359,7 +360,10 @@ static void start_new_conns(struct kvf_rdma *t)
 	for (uint32_t i = 0; i < KVF_MAX_CONNS && n < 64; i++) {
 		struct kvf_conn *c = t->conns[i];
 
-		if (c && c->active && !c->cm_id && atomic_load(&c->state) == KVF_CONN_NEW) {
+		/* Acquire: pairs with the scheduler's release once the group
+		 * (qps_per_peer QPs) is whole. */
+		if (c && c->active && !c->polled &&
+		    atomic_load_explicit(&c->ready, memory_order_acquire)) {
 			kvf_conn_ref(c);
 			fresh[n++] = c;
 		}
@@ -373,6 +377,12 @@ static void start_new_conns(struct kvf_rdma *t)
 			 * unlink it: do it here. */
 			kvf_conn_teardown(fresh[i], KVF_FAIL_CONNECT, "out of memory");
 			kvf_conn_unlink(fresh[i]);
+		} else if (atomic_load(&fresh[i]->state) != KVF_CONN_NEW) {
+			/* Down with its group before it started: housekeeping
+			 * destroys it. */
+		} else if (atomic_load(&fresh[i]->teardown_req)) {
+			kvf_conn_teardown(fresh[i], (uint16_t)atomic_load(&fresh[i]->teardown_req),
+					  "the peer connection could not be set up whole");
 		} else if (atomic_load(&t->dev_dead))
 			kvf_conn_teardown(fresh[i], KVF_FAIL_DEVICE, "the device failed");
 		else
@@ -413,6 +423,13 @@ static void handle_fds(struct kvf_rdma *t, int timeout_ms)
 
 /* ------------------------------------------------------ housekeeping */
 
+/* now - then, 0 when then is later: a timestamp taken on another thread, or
+ * after the caller's now, must not wrap into an age of 584 years. */
+static uint64_t age_ns(uint64_t now, uint64_t then)
+{
+	return now > then ? now - then : 0;
+}
+
 static void check_conn(struct kvf_rdma *t, struct kvf_conn *c, uint64_t now)
 {
 	const struct kvf_config *cfg = &t->cfg;
@@ -424,12 +441,12 @@ static void check_conn(struct kvf_rdma *t, struct kvf_conn *c, uint64_t now)
 
 	if (req && st < KVF_CONN_DEAD) {
 		kvf_conn_teardown(c, (uint16_t)req, "torn down by the engine");
-	} else if (st == KVF_CONN_ESTABLISHED && limit && now - heard > limit) {
+	} else if (st == KVF_CONN_ESTABLISHED && limit && age_ns(now, heard) > limit) {
 		snprintf(why, sizeof(why), "nothing heard for %" PRIu64 " ms (%u heartbeats of %u ms)",
-			 (now - heard) / 1000000, cfg->heartbeat_misses, cfg->heartbeat_interval_ms);
+			 age_ns(now, heard) / 1000000, cfg->heartbeat_misses, cfg->heartbeat_interval_ms);
 		kvf_conn_teardown(c, KVF_FAIL_PEER_LOST, why);
 	} else if (st < KVF_CONN_ESTABLISHED && cfg->connect_timeout_ms &&
-		   now - c->created_ns > cfg->connect_timeout_ms * 1000000ull) {
+		   age_ns(now, c->created_ns) > cfg->connect_timeout_ms * 1000000ull) {
 		snprintf(why, sizeof(why), "not connected after %u ms (rdma.connect_timeout_ms)",
 			 cfg->connect_timeout_ms);
 		kvf_conn_teardown(c, KVF_FAIL_CONNECT, why);
@@ -442,7 +459,7 @@ static bool drained(const struct kvf_conn *c, uint64_t now)
 		return false;
 	if (c->sq_drained && c->rq_drained)
 		return true;
-	if (now - c->dead_ns > DRAIN_GIVE_UP_NS) {
+	if (age_ns(now, c->dead_ns) > DRAIN_GIVE_UP_NS) {
 		kvf_warn("poller", "connection %u: flush not drained after 2 s (sq %d, rq %d); "
 			 "destroying it anyway", c->id, c->sq_drained, c->rq_drained);
 		return true;
@@ -512,7 +529,9 @@ void *kvf_poller_main(void *arg)
 			last_fd = now;
 		}
 		if (now - last_house >= HOUSEKEEP_NS) {
-			housekeeping(t, now);
+			/* A fresh clock: handle_fds() above may have just created
+			 * or established a connection, stamped after now. */
+			housekeeping(t, kvf_rdma_now_ns());
 			last_house = now;
 		}
 		if (!busy && now - idle_since >= idle_ns)
