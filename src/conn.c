@@ -57,6 +57,9 @@ static void conn_free(struct kvf_conn *c)
 		free(f);
 	}
 	kvf_proto_reasm_clear(&c->reasm);
+	for (uint32_t i = 1; c->qps && i < c->nqp; i++)
+		kvf_conn_put(c->qps[i]);
+	free(c->qps);
 	free(atomic_load(&c->peer_pool));
 	free(c->rx_buf);
 	free(c->tx_buf);
@@ -126,7 +129,7 @@ struct kvf_conn *kvf_conn_find_peer(struct kvf_rdma *t, const char *peer)
 	for (uint32_t i = 0; i < KVF_MAX_CONNS && !found; i++) {
 		struct kvf_conn *c = t->conns[i];
 
-		if (c && c->active && atomic_load(&c->state) < KVF_CONN_DEAD &&
+		if (c && c->active && c->group == c->id && atomic_load(&c->state) < KVF_CONN_DEAD &&
 		    !atomic_load(&c->teardown_req) && !strcmp(c->peer, peer)) {
 			kvf_conn_ref(c);
 			found = c;
@@ -134,6 +137,24 @@ struct kvf_conn *kvf_conn_find_peer(struct kvf_rdma *t, const char *peer)
 	}
 	pthread_mutex_unlock(&t->lock);
 	return found;
+}
+
+/* splitmix64's finalizer: room ids may be sequential or random; either way
+ * they spread evenly over the QPs. */
+static uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+struct kvf_conn *kvf_conn_pick(struct kvf_conn *g, uint64_t key)
+{
+	if (!g->qps || g->nqp <= 1)
+		return g;
+	return g->qps[mix64(key) % g->nqp];
 }
 
 void kvf_conn_unlink(struct kvf_conn *c)
@@ -180,7 +201,8 @@ static int alloc_buffers(struct kvf_conn *c)
 	return rc;
 }
 
-int kvf_conn_new(struct kvf_rdma *t, bool active, const char *peer, struct kvf_conn **out)
+int kvf_conn_new(struct kvf_rdma *t, bool active, const char *peer, uint32_t group,
+		 struct kvf_conn **out)
 {
 	struct kvf_conn *c = calloc(1, sizeof(*c));
 	int cqe = (int)(t->cfg.sq_depth + t->cfg.rq_depth + 2);
@@ -190,6 +212,8 @@ int kvf_conn_new(struct kvf_rdma *t, bool active, const char *peer, struct kvf_c
 		return -ENOMEM;
 	c->t = t;
 	c->active = active;
+	c->nqp = 1;
+	atomic_init(&c->ready, !active);
 	snprintf(c->peer, sizeof(c->peer), "%s", peer);
 	pthread_mutex_init(&c->lock, NULL);
 	atomic_init(&c->refs, 2); /* the caller's and the table's */
@@ -211,6 +235,9 @@ int kvf_conn_new(struct kvf_rdma *t, bool active, const char *peer, struct kvf_c
 			KVF_MAX_CONNS, peer);
 		goto fail;
 	}
+	/* Nobody reads it before the group is ready (active) or before the
+	 * poller publishes the connection (passive). */
+	c->group = group ? group : c->id;
 	*out = c;
 	return 0;
 fail:
@@ -399,21 +426,21 @@ static void post_drain_markers(struct kvf_conn *c)
 		c->rq_drained = true;
 }
 
-void kvf_conn_teardown(struct kvf_conn *c, uint16_t reason, const char *why)
+/* One QP: to error (synchronous: once it returns no inbound write can land),
+ * drain markers, disconnect. false when it was down already. */
+static bool kill_one(struct kvf_conn *c, uint16_t reason, const char *why)
 {
-	struct kvf_event ev = {.kind = KVF_EV_PEER_LOST, .peer = c->id, .status = reason};
 	int st;
 
 	pthread_mutex_lock(&c->lock);
 	st = atomic_load(&c->state);
 	if (st >= KVF_CONN_DEAD) {
 		pthread_mutex_unlock(&c->lock);
-		return;
+		return false;
 	}
 	atomic_store(&c->state, KVF_CONN_DEAD);
 	kvf_proto_reasm_clear(&c->reasm); /* a ROOM_INFO cut short by the loss */
 	if (c->qp) {
-		/* Synchronous: once it returns no inbound write can land. */
 		kvf_verbs_qp_to_error(c->qp);
 		post_drain_markers(c);
 	} else {
@@ -424,12 +451,40 @@ void kvf_conn_teardown(struct kvf_conn *c, uint16_t reason, const char *why)
 		rdma_disconnect(c->cm_id); /* tell the peer now, not at its timeout */
 	c->dead_ns = kvf_rdma_now_ns();
 	c->lost_reason = reason;
-	kvf_warn("conn", "connection %u (%s, qp 0x%x) down in %s: %s", c->id, c->peer,
-		 c->qp_num, kvf_conn_state_str(st), why);
+	if (c->group != c->id)
+		kvf_warn("conn", "connection %u (queue pair of peer connection %u, %s, qp 0x%x) "
+			 "down in %s: %s", c->id, c->group, c->peer, c->qp_num,
+			 kvf_conn_state_str(st), why);
+	else
+		kvf_warn("conn", "connection %u (%s, qp 0x%x) down in %s: %s", c->id, c->peer,
+			 c->qp_num, kvf_conn_state_str(st), why);
+	return true;
+}
+
+void kvf_conn_teardown(struct kvf_conn *c, uint16_t reason, const char *why)
+{
+	struct kvf_event ev = {.kind = KVF_EV_PEER_LOST, .peer = c->group, .status = reason};
+	struct kvf_conn *lead = c->group == c->id ? c : kvf_conn_get(c->t, c->group);
+	char also[200];
+
+	if (!kill_one(c, reason, why))
+		goto out;
+	if (!lead) /* not reached: the group went down whole, with its lead */
+		goto out;
+	/* Every other QP of the peer connection, before the event: when the
+	 * engine hears PEER_LOST nothing more can land on any of them. */
+	snprintf(also, sizeof(also), "another queue pair of peer connection %u went down",
+		 c->group);
+	for (uint32_t i = 0; lead->qps && i < lead->nqp; i++)
+		if (lead->qps[i] != c)
+			kill_one(lead->qps[i], reason, also);
 	/* The why goes with the event: it becomes each room's failure text
 	 * (a reject reason, the first error completion, the heartbeat miss). */
 	ev.data = why ? strdup(why) : NULL;
 	kvf_rdma_push(c->t, &ev);
+out:
+	if (lead && lead != c)
+		kvf_conn_put(lead);
 }
 
 void kvf_conn_destroy(struct kvf_conn *c)
@@ -721,7 +776,7 @@ static struct rdma_cm_id *on_connect_request(struct kvf_rdma *t, struct rdma_cm_
 	if (check_peer_hello(&tmp, ev->param.conn.private_data, ev->param.conn.private_data_len,
 			     &code, why, sizeof(why)))
 		return reject(id, from, code, why);
-	rc = kvf_conn_new(t, false, from, &c);
+	rc = kvf_conn_new(t, false, from, 0, &c);
 	if (rc)
 		return reject(id, from, KVF_REJ_RESOURCES, strerror(-rc));
 	c->cm_id = id;

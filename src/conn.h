@@ -3,6 +3,21 @@
  * ibv_create_qp, moved through INIT/RTR/RTS here with rdma_init_qp_attr and
  * the config on top), its own completion queue, registered control buffers.
  *
+ * Several queue pairs per peer (rdma.qps_per_peer > 1, decode side). Under
+ * rdma_cm every RC QP is a connection of its own, so a peer connection is a
+ * group of N struct kvf_conn, each with its own cm_id, QP, CQ and buffers.
+ * The engine sees one id, the group's: the id of its first QP (the lead).
+ * - A room's frames all go on one QP, picked by its room id (kvf_conn_pick):
+ *   its ROOM_INFO sequence, and any ABORT after it. The prefill side takes
+ *   every accepted QP as a connection of its own: a room's writes (and the
+ *   final WRITE_WITH_IMM after them, RC-ordered), its ABORT and ABORT_ACK go
+ *   back on the QP its ROOM_INFO came on.
+ * - HELLO and heartbeats on every QP: each is checked for liveness.
+ * - Losing any QP loses the peer connection: kvf_conn_teardown moves every
+ *   QP of the group to error, then pushes KVF_EV_PEER_LOST for the group id,
+ *   once. The prefill hears every QP disconnect and loses each.
+ * A lone QP (passive side, qps_per_peer 1) is a group of one.
+ *
  * Lifecycle (every transition on the poller thread, under conn->lock):
  *   NEW -> RESOLVING -> CONNECTING -> ESTABLISHED -> DEAD -> DESTROYED
  * The passive side starts at CONNECTING (a connect request accepted). DEAD
@@ -73,9 +88,18 @@ struct kvf_peer_pool {
 
 struct kvf_conn {
 	uint32_t id;
+	uint32_t group;                /* the id the engine sees: the lead's (== id
+	                                  for the lead and for a lone QP) */
 	atomic_int refs;
 	struct kvf_rdma *t;
 	bool active;                   /* we connected (decode side) */
+	/* The group, fixed before `ready`; scheduler and poller read it. */
+	uint32_t nqp;                  /* lead: QPs of the peer connection */
+	struct kvf_conn **qps;         /* lead with nqp > 1: qps[0] is the lead,
+	                                  each other holds a reference */
+	atomic_bool ready;             /* active: its group is whole, the poller
+	                                  may start it */
+	bool polled;                   /* poller: in the poll list */
 	char peer[KVF_CFG_STR + 64];   /* "host:port" asked for, or the remote address */
 
 	pthread_mutex_t lock;          /* state, and every post to the send queue */
@@ -121,13 +145,22 @@ struct kvf_conn {
 /* ------------------------------------------------ table (either thread) */
 
 /* Allocate a connection with its buffers and CQ and put it in the table.
- * Returns 0 and *out holding one reference for the caller (the table holds
- * another), or -ENOMEM, -ENOSPC (table full), -errno from verbs. */
-int kvf_conn_new(struct kvf_rdma *t, bool active, const char *peer, struct kvf_conn **out);
+ * group: the lead's id for a further QP of a group, 0 for a lead or a lone
+ * QP. An active one is not started before `ready` is set (scheduler: once
+ * its group is whole). Returns 0 and *out holding one reference for the
+ * caller (the table holds another), or -ENOMEM, -ENOSPC (table full), -errno
+ * from verbs. */
+int kvf_conn_new(struct kvf_rdma *t, bool active, const char *peer, uint32_t group,
+		 struct kvf_conn **out);
 /* A reference to connection id, or NULL. */
 struct kvf_conn *kvf_conn_get(struct kvf_rdma *t, uint32_t id);
-/* A reference to the live (not DEAD) active connection to peer, or NULL. */
+/* A reference to the live (not DEAD) active peer connection (a lead) to
+ * peer, or NULL. */
 struct kvf_conn *kvf_conn_find_peer(struct kvf_rdma *t, const char *peer);
+/* The QP of group lead g that the work keyed by key goes on (a room id for
+ * frames, a wr_id for writes): always the same one for the same key. No
+ * reference taken: valid while g is held. */
+struct kvf_conn *kvf_conn_pick(struct kvf_conn *g, uint64_t key);
 void kvf_conn_ref(struct kvf_conn *c);
 void kvf_conn_put(struct kvf_conn *c);
 /* Drop the table's reference. */
@@ -140,8 +173,9 @@ void kvf_conn_start(struct kvf_conn *c);
 /* Handle one rdma_cm event (not yet acked). Returns an id the caller must
  * destroy after acking the event (a rejected request), or NULL. */
 struct rdma_cm_id *kvf_conn_cm_event(struct kvf_rdma *t, struct rdma_cm_event *ev);
-/* Tear down once: QP to error, drain markers, disconnect, PEER_LOST with
- * reason (enum kvf_fail_reason). Later calls do nothing. */
+/* Tear down once: QP to error, drain markers, disconnect, and the same for
+ * every other QP of its group; then PEER_LOST for the group id with reason
+ * (enum kvf_fail_reason). Later calls (for any QP of it) do nothing. */
 void kvf_conn_teardown(struct kvf_conn *c, uint16_t reason, const char *why);
 /* CONNECTING -> ESTABLISHED (once; later calls do nothing). The passive
  * side also calls it on the first frame received: the active side may send

@@ -458,21 +458,56 @@ static int op_pool_register(void *tp, const struct kvf_pool_layout *layout)
 	return kvf_pool_create(t->pd, layout, &t->pool);
 }
 
+/* The peer connection to peer: the live one, or a new group of
+ * rdma.qps_per_peer connections (conn.h), each connecting on its own. *out
+ * is the lead, referenced. */
 static int get_or_connect(struct kvf_rdma *t, const char *peer, struct kvf_conn **out)
 {
-	int rc;
+	uint32_t nqp = t->cfg.qps_per_peer ? t->cfg.qps_per_peer : 1;
+	struct kvf_conn *g, *m;
+	int rc = 0;
 
 	*out = kvf_conn_find_peer(t, peer);
 	if (*out)
 		return 0;
 	if (atomic_load(&t->dev_dead))
 		return -ENODEV;
-	rc = kvf_conn_new(t, true, peer, out);
+	rc = kvf_conn_new(t, true, peer, 0, &g);
 	if (rc)
 		return rc;
-	kvf_info("rdma", "connecting to %s (connection %u)", peer, (*out)->id);
+	if (nqp > 1) {
+		g->qps = calloc(nqp, sizeof(*g->qps));
+		if (!g->qps)
+			rc = -ENOMEM;
+		else
+			g->qps[0] = g;
+	}
+	while (!rc && g->nqp < nqp) {
+		rc = kvf_conn_new(t, true, peer, g->id, &m);
+		if (!rc)
+			g->qps[g->nqp++] = m; /* the group keeps our reference */
+	}
+	if (rc) {
+		/* The poller takes the part that exists down whole. */
+		kvf_err("rdma", "peer connection %u to %s: %u of %u queue pairs: %s", g->id, peer,
+			g->nqp, nqp, strerror(-rc));
+		atomic_store(&g->teardown_req, KVF_FAIL_CONNECT);
+	}
+	/* Release: the poller starts them only once the group is whole. */
+	for (uint32_t i = 0; i < g->nqp; i++)
+		atomic_store_explicit(&(g->qps ? g->qps[i] : g)->ready, true, memory_order_release);
+	if (nqp > 1 && !rc)
+		kvf_info("rdma", "connecting to %s (peer connection %u: %u queue pairs, "
+			 "connections %u..%u)", peer, g->id, nqp, g->id, g->qps[nqp - 1]->id);
+	else if (!rc)
+		kvf_info("rdma", "connecting to %s (connection %u)", peer, g->id);
 	atomic_store(&t->new_conns, true);
 	kvf_rdma_wake(t);
+	if (rc) {
+		kvf_conn_put(g);
+		return rc;
+	}
+	*out = g;
 	return 0;
 }
 
@@ -513,22 +548,29 @@ static int op_send_room_info(void *tp, const char *peer, uint64_t room_id, uint6
 		free(f);
 		return rc;
 	}
-	enqueue_frame(c, f);
+	/* One QP for everything of this room: its whole sequence here, and
+	 * any later frame for it goes the same way (kvf_conn_pick). */
+	enqueue_frame(kvf_conn_pick(c, room_id), f);
 	*conn = c->id;
 	kvf_conn_put(c);
 	return 0;
 }
 
+/* A room's writes all go on one QP of the peer connection, picked by its
+ * wr_id (the same in post, cancel and every completion), so its final
+ * WRITE_WITH_IMM follows all of them. On the prefill side, where writes are
+ * posted, every connection is one QP: the one the room's ROOM_INFO came on. */
 static int op_post_writes(void *tp, uint32_t conn, uint64_t wr_id, uint32_t imm,
 			  const uint32_t *src, const uint32_t *dst, uint32_t n)
 {
 	struct kvf_rdma *t = tp;
-	struct kvf_conn *c = kvf_conn_get(t, conn);
+	struct kvf_conn *g = kvf_conn_get(t, conn), *c;
 	const struct kvf_peer_pool *pp;
 	int rc;
 
-	if (!c)
+	if (!g)
 		return -ENOTCONN;
+	c = kvf_conn_pick(g, wr_id);
 	if (atomic_load(&c->state) != KVF_CONN_ESTABLISHED) {
 		rc = -ENOTCONN;
 		goto out;
@@ -542,18 +584,19 @@ static int op_post_writes(void *tp, uint32_t conn, uint64_t wr_id, uint32_t imm,
 	if (rc > 0)
 		conn_flush(c);
 out:
-	kvf_conn_put(c);
+	kvf_conn_put(g);
 	return rc;
 }
 
 static int op_cancel_writes(void *tp, uint32_t conn, uint64_t wr_id)
 {
-	struct kvf_conn *c = kvf_conn_get(tp, conn);
+	struct kvf_conn *g = kvf_conn_get(tp, conn), *c;
 	size_t w;
 	int dropped = 0;
 
-	if (!c)
+	if (!g)
 		return 0;
+	c = kvf_conn_pick(g, wr_id);
 	w = c->pend_head;
 	for (size_t r = c->pend_head; r < c->pend_tail; r++) {
 		if (c->pend[r].wr_id == wr_id) {
@@ -563,21 +606,28 @@ static int op_cancel_writes(void *tp, uint32_t conn, uint64_t wr_id)
 		c->pend[w++] = c->pend[r];
 	}
 	c->pend_tail = w;
-	kvf_conn_put(c);
+	kvf_conn_put(g);
 	return dropped;
 }
 
-static int send_small(struct kvf_rdma *t, uint32_t conn, struct kvf_pframe *f)
+/* ABORT and ABORT_ACK go on the QP of the room's ROOM_INFO (picked by room
+ * id, as send_room_info did): an ABORT from the decode side then follows
+ * the room's whole ROOM_INFO sequence. Ordering after the room's writes is
+ * not what the QP choice gives: the engine sends ABORT_ACK, and a sender's
+ * ABORT, only once the room has no posted write left (room.c, send_owed),
+ * so any QP would be safe for those; on the prefill side, which sends them,
+ * every connection is one QP anyway. */
+static int send_small(struct kvf_rdma *t, uint32_t conn, uint64_t room_id, struct kvf_pframe *f)
 {
-	struct kvf_conn *c = kvf_conn_get(t, conn);
+	struct kvf_conn *g = kvf_conn_get(t, conn), *c = g ? kvf_conn_pick(g, room_id) : NULL;
 
 	if (!c || atomic_load(&c->state) >= KVF_CONN_DEAD) {
 		free(f);
-		kvf_conn_put(c);
+		kvf_conn_put(g);
 		return -ENOTCONN;
 	}
 	enqueue_frame(c, f);
-	kvf_conn_put(c);
+	kvf_conn_put(g);
 	return 0;
 }
 
@@ -589,7 +639,7 @@ static int op_send_abort(void *tp, uint32_t conn, uint64_t room_id, uint8_t to_r
 	if (!f)
 		return -ENOMEM;
 	kvf_proto_encode_abort(f->data, f->len, room_id, to_role, reason);
-	return send_small(tp, conn, f);
+	return send_small(tp, conn, room_id, f);
 }
 
 static int op_send_abort_ack(void *tp, uint32_t conn, uint64_t room_id)
@@ -599,7 +649,7 @@ static int op_send_abort_ack(void *tp, uint32_t conn, uint64_t room_id)
 	if (!f)
 		return -ENOMEM;
 	kvf_proto_encode_abort_ack(f->data, f->len, room_id);
-	return send_small(tp, conn, f);
+	return send_small(tp, conn, room_id, f);
 }
 
 static void op_teardown(void *tp, uint32_t conn, const char *why)
@@ -621,7 +671,20 @@ static bool op_on_wc(void *tp, const struct kvf_event *ev)
 
 	if (kind != KVF_WR_DATA && kind != KVF_WR_CTRL)
 		return false;
-	c = kvf_conn_get(tp, ev->peer);
+	/* The QP it completed on: a control SEND names its connection in the
+	 * wr_id; a write was posted on the QP its wr_id picks. */
+	if (kind == KVF_WR_CTRL) {
+		c = kvf_conn_get(tp, kvf_wr_gen(ev->key));
+	} else {
+		struct kvf_conn *g = kvf_conn_get(tp, ev->peer);
+
+		c = g ? kvf_conn_pick(g, ev->key) : NULL;
+		if (c != g) {
+			if (c)
+				kvf_conn_ref(c);
+			kvf_conn_put(g);
+		}
+	}
 	if (c) {
 		uint32_t slot = kvf_wr_slot(ev->key);
 
@@ -750,9 +813,6 @@ static int check_cfg(struct kvf_rdma *t)
 			"rdma.signal_every and engine.max_blocks_per_room >= 1");
 		return -EINVAL;
 	}
-	if (cfg->qps_per_peer > 1)
-		kvf_warn("rdma", "rdma.qps_per_peer = %u: one queue pair per peer is "
-			 "implemented; using 1", cfg->qps_per_peer);
 	/* Every receive buffer is frame_max bytes, rq_depth of them per
 	 * connection: cap it. A ROOM_INFO over the cap goes as a sequence of
 	 * frames (proto.h). */
