@@ -14,8 +14,8 @@ if [ "$mode" = one ]; then
 	engine_conf "$W/p.conf" prefill-1 prefill 18701
 	engine_conf "$W/d.conf" decode-1 decode 18701
 	note "one process, $rooms rooms of 64 x $bpr x 16 KiB on $DEV0"
-	timeout -k 5 400 "$BENCH" --prefill-config "$W/p.conf" --decode-config "$W/d.conf" \
-		"${shape[@]}" --timeout 360 > "$W/bench.out" 2> "$W/bench.err"
+	timeout -k 5 250 "$BENCH" --prefill-config "$W/p.conf" --decode-config "$W/d.conf" \
+		"${shape[@]}" --timeout 230 > "$W/bench.out" 2> "$W/bench.err"
 	rc=$?
 	out=$(grep '^{' "$W/bench.out" | tail -n1)
 	[ $rc = 0 ] || { show "$W/bench.err" "$W/bench.out"; fail "kvferry-bench exit $rc: $out"; }
@@ -23,12 +23,12 @@ else
 	engine_conf "$W/p.conf" prefill-2 prefill 18702
 	engine_conf "$W/d.conf" decode-2 decode 18702
 	note "two processes, $rooms rooms of 64 x $bpr x 16 KiB: prefill $DEV0 $ADDR0 <- decode $DEV1 $ADDR1"
-	timeout -k 5 400 "$BENCH" --prefill-config "$W/p.conf" "${shape[@]}" --timeout 360 \
+	timeout -k 5 250 "$BENCH" --prefill-config "$W/p.conf" "${shape[@]}" --timeout 230 \
 		> "$W/p.out" 2> "$W/p.err" &
 	ppid=$!
 	CHILDREN+=("$ppid")
 	sleep 2 # the prefill listens once its pool is registered
-	timeout -k 5 400 "$BENCH" --decode-config "$W/d.conf" "${shape[@]}" --timeout 360 \
+	timeout -k 5 250 "$BENCH" --decode-config "$W/d.conf" "${shape[@]}" --timeout 230 \
 		> "$W/bench.out" 2> "$W/bench.err"
 	rc=$?
 	wait "$ppid"

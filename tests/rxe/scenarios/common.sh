@@ -67,21 +67,22 @@ CONF
 }
 
 # wait_file PATH SECONDS
+# (wall clock: in a TCG guest each loop turn costs more than its sleep)
 wait_file() {
-	local i
-	for ((i = 0; i < $2 * 10; i++)); do
+	local end=$((SECONDS + $2))
+	while [ $SECONDS -lt $end ]; do
 		[ -e "$1" ] && return 0
 		sleep 0.1
 	done
-	return 1
+	[ -e "$1" ]
 }
 
 # wait_lines FILE REGEX COUNT SECONDS : until FILE has COUNT lines matching
 wait_lines() {
-	local i
-	for ((i = 0; i < $4 * 10; i++)); do
+	local end=$((SECONDS + $4))
+	while [ $SECONDS -lt $end ]; do
 		[ "$(grep -cE "$2" "$1" 2> /dev/null)" -ge "$3" ] && return 0
-		sleep 0.1
+		sleep 0.2
 	done
 	return 1
 }
