@@ -238,11 +238,28 @@ int kvf_receiver_init(kvf_engine *eng, kvf_room room, const uint32_t *blocks, ui
 	return 0;
 }
 
+/* Why posting failed, as a room failure reason. */
+static enum kvf_fail_reason post_reason(int rc)
+{
+	switch (rc) {
+	case -ENOTCONN:
+	case -ECONNRESET:
+	case -EPIPE:
+		return KVF_FAIL_PEER_LOST;
+	case -EPROTO:
+	case -EBADMSG:
+		return KVF_FAIL_BAD_FRAME;   /* the peer's pool layout does not fit */
+	case -ERANGE:
+	case -EMSGSIZE:
+		return KVF_FAIL_BAD_REQUEST; /* blocks outside what the peer has */
+	default:
+		return KVF_FAIL_DEVICE;
+	}
+}
+
 static int post_failed(kvf_engine *eng, struct kvf_slot *r, int rc)
 {
-	bool gone = rc == -ENOTCONN || rc == -ECONNRESET || rc == -EPIPE;
-
-	kvf_room_fail(eng, r, gone ? KVF_FAIL_PEER_LOST : KVF_FAIL_DEVICE, KVF_DL_NONE, -rc, -1, 0,
+	kvf_room_fail(eng, r, post_reason(rc), KVF_DL_NONE, -rc, -1, 0,
 		      "posting the writes on conn %u failed: %s", r->conn, strerror(-rc));
 	return rc;
 }

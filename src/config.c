@@ -143,7 +143,7 @@ static const struct kvf_key keys[] = {
 	    "local address outgoing connections start from, \"\" = routing picks"),
 	STR("rdma.auth_token", auth_token, SIDE_BOTH, PH_CONN, "", 0, KF_PLAIN,
 	    "shared token checked in HELLO, \"\" = no check"),
-	U32("rdma.qps_per_peer", qps_per_peer, SIDE_BOTH, PH_CONN, 1, 1, 64,
+	U32("rdma.qps_per_peer", qps_per_peer, SIDE_DECODE, PH_CONN, 1, 1, 64,
 	    KF_PLAIN, "RC queue pairs per peer connection"),
 	U32("rdma.sq_depth", sq_depth, SIDE_BOTH, PH_XFER, 1024, 16, 32768,
 	    KF_PLAIN, "send queue entries per QP"),

@@ -9,7 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kvf_build.h"
 #include "log.h"
+#if HAVE_RDMA
+#include <infiniband/verbs.h>
+
+#include "verbs.h"
+#endif
 
 static const char *const last_names[KVF_LAST_NUM] = {
 	[KVF_LAST_CREATED] = "created",
@@ -298,14 +304,8 @@ void kvf_room_peer_info(struct kvf_engine *eng, struct kvf_slot *r, struct kvf_p
 			      info->nblocks, eng->cfg.max_blocks_per_room);
 		return;
 	}
-	for (uint32_t i = 0; eng->pool_ok && i < info->nblocks; i++) {
-		if (info->blocks[i] >= eng->pool_nblocks) {
-			kvf_room_fail(eng, r, KVF_FAIL_BAD_FRAME, KVF_DL_NONE, ERANGE, -1, 0,
-				      "ROOM_INFO block[%u] = %u is outside the pool (%u blocks)",
-				      i, info->blocks[i], eng->pool_nblocks);
-			return;
-		}
-	}
+	/* The block ids name the receiver's pool, not ours: the transport
+	 * checked them against the layout the peer sent in HELLO. */
 	kvf_room_set_state(eng, r, KVF_WAITING_FOR_INPUT);
 }
 
@@ -438,6 +438,29 @@ static void on_abort_ack(struct kvf_engine *eng, struct kvf_event *ev)
 	set_quiescent(eng, r);
 }
 
+/* The verbs names where the engine is built with the transport. */
+static const char *wc_status_str(int status)
+{
+#if HAVE_RDMA
+	return ibv_wc_status_str((enum ibv_wc_status)status);
+#else
+	(void)status;
+	return "work completion error";
+#endif
+}
+
+static const char *wc_hint(int status)
+{
+#if HAVE_RDMA
+	const char *h = kvf_wc_hint(status);
+
+	return h ? h : "";
+#else
+	(void)status;
+	return "";
+#endif
+}
+
 static struct kvf_slot *by_wr(struct kvf_engine *eng, const struct kvf_event *ev)
 {
 	uint32_t slot = kvf_wr_slot(ev->key);
@@ -478,8 +501,11 @@ static void on_wc(struct kvf_engine *eng, struct kvf_event *ev)
 	r->outstanding--;
 	if (ev->status != 0) {
 		kvf_room_fail(eng, r, KVF_FAIL_WC_ERROR, KVF_DL_NONE, EIO, ev->status,
-			      (uint32_t)(ev->aux >> 32), "RDMA WRITE failed: wc status %u, vendor_err %#x, qp %u",
-			      ev->status, (unsigned)(ev->aux >> 32), (unsigned)ev->aux);
+			      (uint32_t)(ev->aux >> 32),
+			      "RDMA WRITE failed: %s (wc status %u), vendor_err %#x, qp %u, wr_id %#" PRIx64
+			      "%s%s", wc_status_str(ev->status), ev->status, (unsigned)(ev->aux >> 32),
+			      (unsigned)ev->aux, ev->key, *wc_hint(ev->status) ? "; " : "",
+			      wc_hint(ev->status));
 	} else if (r->state == KVF_TRANSFERRING && r->outstanding == 0) {
 		kvf_room_set_state(eng, r, KVF_SUCCESS);
 	}

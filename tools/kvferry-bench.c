@@ -47,6 +47,7 @@ struct side {
 	uint8_t **bufs;
 	uint32_t nblocks;
 	kvf_room *rooms;       /* per room index */
+	uint32_t *blocks;      /* scratch block list, blocks-per-room long */
 	uint8_t *state;        /* 0 = not created, 1 = live, 2 = released */
 	uint32_t next;         /* next room index to create */
 	uint32_t done, ok, failed, bad_bytes;
@@ -124,7 +125,7 @@ static bool should_abort(const struct opts *o, const struct side *s, uint32_t i)
 /* Create the next room if its partition is free. */
 static int create_next(const struct opts *o, struct side *s)
 {
-	uint32_t i = s->next, blocks[4096];
+	uint32_t i = s->next, *blocks = s->blocks;
 	int rc;
 
 	if (i >= o->rooms || (i >= o->window && s->state[i - o->window] != 2))
@@ -172,7 +173,7 @@ static uint32_t verify(const struct opts *o, const struct side *s, uint32_t i)
  * when terminal and quiescent. */
 static void step_room(const struct opts *o, struct side *s, uint32_t i)
 {
-	uint32_t blocks[4096];
+	uint32_t *blocks = s->blocks;
 	int st = kvf_poll(s->eng, s->rooms[i]);
 
 	/* Mid-transfer: the sender once its writes are posted, the receiver
@@ -246,7 +247,8 @@ static int open_side(const char *cfg, bool prefill, const struct opts *o, struct
 	}
 	s->rooms = calloc(o->rooms, sizeof(*s->rooms));
 	s->state = calloc(o->rooms, 1);
-	if (!s->rooms || !s->state)
+	s->blocks = calloc(o->bpr, sizeof(*s->blocks));
+	if (!s->rooms || !s->state || !s->blocks)
 		return -ENOMEM;
 	rc = alloc_pool(o, s);
 	if (rc)
@@ -287,7 +289,7 @@ static void parse(int argc, char **argv, struct opts *o)
 		else usage();
 	}
 	if ((!o->pcfg && !o->dcfg) || !o->rooms || !o->nbufs || !o->window || !o->bpr ||
-	    o->bpr > 4096 || o->block_size < 8 || o->block_size % 8)
+	    o->block_size < 8 || o->block_size % 8)
 		usage();
 }
 

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "fake_transport.h"
+#include "kvf_build.h"
 
 static struct kvf_config cfg;
 static struct fake f;
@@ -250,6 +251,11 @@ Test(room, error_completion_fails_with_status)
 	cr_assert_eq(failure(h).wc_status, 10);
 	cr_assert_eq(failure(h).vendor_err, 0x88);
 	cr_assert(strstr(failure(h).detail, "qp 4660") != NULL, "%s", failure(h).detail);
+#if HAVE_RDMA
+	cr_assert(strstr(failure(h).detail, "remote access error"), "ibv_wc_status_str: %s",
+		  failure(h).detail);
+	cr_assert(strstr(failure(h).detail, "; "), "with a hint: %s", failure(h).detail);
+#endif
 	cr_assert_eq(kvf_quiescent(eng, h), 1);
 }
 
@@ -402,18 +408,38 @@ Test(room, early_room_info_expires_with_abort_to_receiver)
 	cr_assert_eq(f.abort_role, KVF_RECEIVER);
 }
 
-Test(room, room_info_out_of_pool_is_a_bad_frame)
+Test(room, room_info_over_the_block_limit_is_a_bad_frame)
 {
 	kvf_room h;
-	struct kvf_peer_info *pi = malloc(sizeof(*pi) + sizeof(uint32_t));
 
+	kvf_engine_close(eng);
+	cfg.max_blocks_per_room = 3;
+	eng = fake_engine(&cfg, &f);
 	cr_assert_eq(kvf_sender_create(eng, 72, &h), 0);
-	*pi = (struct kvf_peer_info){ .room_id = 72, .recv_handle = 1, .peer = 7, .nblocks = 1 };
-	pi->blocks[0] = 16; /* pool has 16 blocks */
-	push(eng, (struct kvf_event){ .kind = KVF_EV_PEER_INFO, .key = 72, .peer = 7, .data = pi });
+	push_info(eng, 72, 7, 1, 4);
 	kvf_progress(eng);
 	cr_assert_eq(failure(h).reason, KVF_FAIL_BAD_FRAME);
+	cr_assert(strstr(failure(h).detail, "max_blocks_per_room"), "%s", failure(h).detail);
 	cr_assert_eq(f.aborts, 1, "the receiver is told");
+}
+
+Test(room, post_errors_map_to_reasons)
+{
+	uint32_t src[4] = { 0, 1, 2, 3 };
+	int rcs[] = { -ENOTCONN, -EPROTO, -ERANGE, -EIO };
+	enum kvf_fail_reason want[] = { KVF_FAIL_PEER_LOST, KVF_FAIL_BAD_FRAME,
+					KVF_FAIL_BAD_REQUEST, KVF_FAIL_DEVICE };
+
+	for (int i = 0; i < 4; i++) {
+		kvf_room h;
+
+		cr_assert_eq(kvf_sender_create(eng, 300 + i, &h), 0);
+		push_info(eng, 300 + i, 7, 1, 4);
+		kvf_progress(eng);
+		f.signaled = rcs[i];
+		cr_assert_eq(kvf_sender_send(eng, h, src, 4), rcs[i]);
+		cr_assert_eq(failure(h).reason, want[i], "rc %d", rcs[i]);
+	}
 }
 
 Test(room, peer_abort_while_transferring_acks_after_drain)
