@@ -37,7 +37,12 @@ else
 	out=$(grep '^{' "$W/bench.out" | tail -n1)
 	pout=$(grep '^{' "$W/p.out" | tail -n1)
 	note "prefill: $pout"
-	[ $rc = 0 ] || { show "$W/bench.err" "$W/p.err"; fail "decode kvferry-bench exit $rc: $out"; }
+	if [ $rc != 0 ]; then
+		show "$W/bench.err" "$W/p.err"
+		echo "connection events:"
+		grep -hE 'down in|connection [0-9]+ lost|rejected' "$W/p.err" "$W/bench.err" | head -n 12
+		fail "decode kvferry-bench exit $rc: $out"
+	fi
 	[ $prc = 0 ] || { show "$W/p.err"; fail "prefill kvferry-bench exit $prc: $pout"; }
 fi
 note "decode: $out"

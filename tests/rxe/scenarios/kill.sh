@@ -44,8 +44,8 @@ else vpid=$ppid spid=$dpid sout=$W/decode.out slog=$W/decode.log; fi
 # the driver runs under timeout: signal the driver itself (timeout's child)
 vchild=$(pgrep -P "$vpid" | head -n1)
 [ -n "$vchild" ] || fail "no $victim process under pid $vpid"
+tk=$(now) # before the signal: spawning "now" takes a while in a TCG guest
 kill -"$sig" "$vchild"
-tk=$(now)
 note "SIG$sig sent to the $victim (pid $vchild) at t=$tk"
 # the survivor stops by itself: --stop-on-lost 6 after the first peer loss
 end=$((SECONDS + ${limit%.*} + 12))
