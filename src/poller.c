@@ -400,8 +400,9 @@ static void on_wake(struct kvf_rdma *t)
 	start_new_conns(t);
 }
 
-static void handle_fds(struct kvf_rdma *t, int timeout_ms)
+static void handle_fds(struct poller *p, int timeout_ms)
 {
+	struct kvf_rdma *t = p->t;
 	struct pollfd fds[4] = {
 		{.fd = t->cch->fd, .events = POLLIN},
 		{.fd = t->ech->fd, .events = POLLIN},
@@ -413,6 +414,11 @@ static void handle_fds(struct kvf_rdma *t, int timeout_ms)
 		return;
 	if (fds[0].revents)
 		on_cq_events(t);
+	/* A disconnect or a fatal event pushes PEER_LOST: push first what the
+	 * CQs already hold, so a write that completed before the peer went
+	 * away counts as completed, not lost. */
+	for (int i = 0; i < 64 && (fds[1].revents || fds[2].revents) && poll_all(p); i++)
+		;
 	if (fds[1].revents)
 		on_cm_events(t);
 	if (fds[2].revents)
@@ -497,7 +503,7 @@ static void sleep_until_work(struct poller *p, int timeout_ms)
 			ibv_req_notify_cq(t->plist[i]->cq, 0);
 	if (poll_all(p))
 		return;
-	handle_fds(t, timeout_ms);
+	handle_fds(p, timeout_ms);
 }
 
 static int sleep_ms(const struct kvf_config *cfg)
@@ -525,7 +531,7 @@ void *kvf_poller_main(void *arg)
 		if (busy)
 			idle_since = now;
 		if (!busy || now - last_fd >= FD_CHECK_NS) {
-			handle_fds(t, 0);
+			handle_fds(&p, 0);
 			last_fd = now;
 		}
 		if (now - last_house >= HOUSEKEEP_NS) {
