@@ -87,7 +87,7 @@ static void apply_early(kvf_engine *eng, struct kvf_slot *r)
 	struct kvf_early_ent e;
 
 	kvf_room_set_state(eng, r, KVF_BOOTSTRAPPING); /* arms the bootstrap deadline */
-	if (!kvf_early_take(&eng->early, r->id, r->role, &e))
+	if (kvf_early_empty(&eng->early) || !kvf_early_take(&eng->early, r->id, r->role, &e))
 		return;
 	if (e.kind == KVF_EARLY_TOMBSTONE) {
 		eng->st.tombstones_applied++;

@@ -4,6 +4,11 @@
 #include <errno.h>
 #include <stdlib.h>
 
+static uint64_t entry_id(const void *ctx, uint32_t i)
+{
+	return ((const struct kvf_early *)ctx)->ent[i].id;
+}
+
 int kvf_early_init(struct kvf_early *e, uint32_t cap)
 {
 	int rc;
@@ -11,7 +16,7 @@ int kvf_early_init(struct kvf_early *e, uint32_t cap)
 	e->ent = calloc(cap ? cap : 1, sizeof(*e->ent));
 	if (!e->ent)
 		return -ENOMEM;
-	rc = kvf_idmap_init(&e->map, cap);
+	rc = kvf_idmap_init(&e->map, cap, entry_id, e);
 	if (rc) {
 		free(e->ent);
 		return rc;

@@ -48,6 +48,12 @@ void kvf_early_fini(struct kvf_early *e);
  * a second of either, is refused with -EEXIST (the caller counts it).
  * -ENOSPC when full. On error the caller keeps ownership of ent->info. */
 int kvf_early_put(struct kvf_early *e, const struct kvf_early_ent *ent);
+/* Nothing kept: the usual case, checked before paying for a lookup. */
+static inline bool kvf_early_empty(const struct kvf_early *e)
+{
+	return e->head == 0;
+}
+
 /* Remove and return the entry for (id, role). The caller owns out->info. */
 bool kvf_early_take(struct kvf_early *e, uint64_t id, uint32_t role, struct kvf_early_ent *out);
 /* Remove and return the oldest entry if it expired at now. */

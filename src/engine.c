@@ -28,6 +28,11 @@ static uint64_t monotonic_ns(void *arg)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+static uint64_t slot_id(const void *ctx, uint32_t slot)
+{
+	return ((const struct kvf_engine *)ctx)->slots[slot].id;
+}
+
 static int alloc_tables(struct kvf_engine *eng)
 {
 	uint32_t n = eng->cfg.max_rooms;
@@ -47,7 +52,7 @@ static int alloc_tables(struct kvf_engine *eng)
 		eng->free_stack[i] = n - 1 - i;
 	}
 	eng->nfree = n;
-	rc = kvf_idmap_init(&eng->ids, n);
+	rc = kvf_idmap_init(&eng->ids, n, slot_id, eng);
 	if (!rc)
 		rc = kvf_timers_init(&eng->timers, n);
 	if (!rc)

@@ -6,7 +6,11 @@
 
 #include "mem.h"
 
-static uint32_t idmap_hash(uint64_t id, uint32_t role)
+#define VAL_BITS 25
+#define ROLE_BIT (1ull << VAL_BITS)
+#define HASH_SHIFT (VAL_BITS + 1) /* the top 38 bits of the hash */
+
+static uint64_t idmap_hash(uint64_t id, uint32_t role)
 {
 	/* Room ids may be sequential or random: mix all 64 bits (the
 	 * finalizer of splitmix64) so both spread evenly. */
@@ -17,21 +21,44 @@ static uint32_t idmap_hash(uint64_t id, uint32_t role)
 	x ^= x >> 27;
 	x *= 0x94d049bb133111ebull;
 	x ^= x >> 31;
-	return (uint32_t)x;
+	return x;
 }
 
-int kvf_idmap_init(struct kvf_idmap *m, uint32_t max)
+/* What an entry for (hash, role) holds apart from its value. */
+static uint64_t tag(uint64_t h, uint32_t role)
 {
-	uint32_t size = 16;
+	return (h >> HASH_SHIFT) << HASH_SHIFT | (role ? ROLE_BIT : 0);
+}
 
-	while (size < 2ull * max)
+static uint32_t bucket(const struct kvf_idmap *m, uint64_t h)
+{
+	return (uint32_t)(h >> m->shift);
+}
+
+static uint32_t val_of(uint64_t e)
+{
+	return (uint32_t)(e & (ROLE_BIT - 1)) - 1;
+}
+
+int kvf_idmap_init(struct kvf_idmap *m, uint32_t max, kvf_idmap_key_fn key_of, const void *ctx)
+{
+	uint32_t size = 16, bits = 4;
+
+	if (max > KVF_IDMAP_MAX_VAL + 1 || !key_of)
+		return -EINVAL;
+	while (size < 2ull * max) {
 		size <<= 1;
+		bits++;
+	}
 	m->tab = kvf_table_alloc(size, sizeof(*m->tab));
 	if (!m->tab)
 		return -ENOMEM;
 	m->mask = size - 1;
+	m->shift = 64 - bits;
 	m->n = 0;
 	m->max = max;
+	m->key_of = key_of;
+	m->ctx = ctx;
 	return 0;
 }
 
@@ -41,55 +68,68 @@ void kvf_idmap_fini(struct kvf_idmap *m)
 	m->tab = NULL;
 }
 
-static bool same(const struct kvf_idmap_ent *e, uint64_t id, uint32_t role)
+/* The index of (id, role), or the empty bucket that ends its probe run
+ * (*found false). */
+static uint32_t probe(const struct kvf_idmap *m, uint64_t id, uint32_t role, bool *found)
 {
-	return e->id == id && e->role == role;
+	uint64_t h = idmap_hash(id, role), want = tag(h, role);
+	uint32_t i = bucket(m, h);
+
+	for (; m->tab[i]; i = (i + 1) & m->mask) {
+		uint64_t e = m->tab[i];
+
+		if ((e & ~(ROLE_BIT - 1)) == want && m->key_of(m->ctx, val_of(e)) == id) {
+			*found = true;
+			return i;
+		}
+	}
+	*found = false;
+	return i;
 }
 
-int kvf_idmap_insert(struct kvf_idmap *m, uint64_t id, uint32_t role, uint32_t slot)
+int kvf_idmap_insert(struct kvf_idmap *m, uint64_t id, uint32_t role, uint32_t val)
 {
-	uint32_t i = idmap_hash(id, role) & m->mask;
+	bool found;
+	uint32_t i = probe(m, id, role, &found);
 
-	for (; m->tab[i].val; i = (i + 1) & m->mask)
-		if (same(&m->tab[i], id, role))
-			return -EEXIST;
-	if (m->n >= m->max)
+	if (found)
+		return -EEXIST;
+	if (m->n >= m->max || val > KVF_IDMAP_MAX_VAL)
 		return -ENOSPC;
-	m->tab[i] = (struct kvf_idmap_ent){ .id = id, .val = slot + 1, .role = role };
+	m->tab[i] = tag(idmap_hash(id, role), role) | (uint64_t)(val + 1);
 	m->n++;
 	return 0;
 }
 
-bool kvf_idmap_find(const struct kvf_idmap *m, uint64_t id, uint32_t role, uint32_t *slot)
+bool kvf_idmap_find(const struct kvf_idmap *m, uint64_t id, uint32_t role, uint32_t *val)
 {
-	for (uint32_t i = idmap_hash(id, role) & m->mask; m->tab[i].val; i = (i + 1) & m->mask) {
-		if (same(&m->tab[i], id, role)) {
-			*slot = m->tab[i].val - 1;
-			return true;
-		}
-	}
-	return false;
+	bool found;
+	uint32_t i = probe(m, id, role, &found);
+
+	if (found)
+		*val = val_of(m->tab[i]);
+	return found;
 }
 
 bool kvf_idmap_remove(struct kvf_idmap *m, uint64_t id, uint32_t role)
 {
-	uint32_t i = idmap_hash(id, role) & m->mask;
+	bool found;
+	uint32_t i = probe(m, id, role, &found);
 
-	while (m->tab[i].val && !same(&m->tab[i], id, role))
-		i = (i + 1) & m->mask;
-	if (!m->tab[i].val)
+	if (!found)
 		return false;
 	/* Backward shift: pull later entries of the probe run into the hole
-	 * unless that would move one before its home bucket. */
-	for (uint32_t j = (i + 1) & m->mask; m->tab[j].val; j = (j + 1) & m->mask) {
-		uint32_t home = idmap_hash(m->tab[j].id, m->tab[j].role) & m->mask;
+	 * unless that would move one before its home bucket. An entry's hash
+	 * bits give its home without the id. */
+	for (uint32_t j = (i + 1) & m->mask; m->tab[j]; j = (j + 1) & m->mask) {
+		uint32_t home = bucket(m, m->tab[j]);
 
 		if (((j - home) & m->mask) >= ((j - i) & m->mask)) {
 			m->tab[i] = m->tab[j];
 			i = j;
 		}
 	}
-	m->tab[i].val = 0;
+	m->tab[i] = 0;
 	m->n--;
 	return true;
 }
