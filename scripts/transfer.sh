@@ -73,27 +73,29 @@ if [ $inner = 1 ]; then
 	echo "transfer: raw verbs: ${size} B written and checked; ib_write_bw $bw Gb/s average ($dev1 -> $dev0)"
 
 	# ==== kvferry-bench: kvferry's own transfer (prefill and decode engines,
-	# ==== rooms over rdma_cm, every destination byte checked). Both sides on
-	# ==== $dev0 for now: with the decode engine on a second device (veth pair)
-	# ==== its connect fails (see the report of issue 3); switch the decode
-	# ==== config to $dev1 once the transport binds its source address.
+	# ==== rooms over rdma_cm, every destination byte checked), prefill on
+	# ==== $dev0, decode on $dev1 connecting from its own address.
 	bench=$build/tools/kvferry-bench
-	if [ ! -x "$bench" ]; then
-		echo "transfer: step 3/3: SKIPPED: $bench not built"
-		exit 0
-	fi
-	echo "transfer: step 3/3: kvferry-bench, ${KVF_BENCH_ROOMS:-20} rooms of 8 x 8 x 16 KiB, $dev0 -> $dev0"
+	[ -x "$bench" ] || kvf_die "$bench is not built"
+	addr1=${KVF_RXE_ADDR1:-}
+	echo "transfer: step 3/3: kvferry-bench, ${KVF_BENCH_ROOMS:-20} rooms of 8 buffers x 8 blocks x 16 KiB, $dev0 -> $dev1"
 	cat > /tmp/kvf-prefill.conf <<CONF
 engine: { id = "prefill"; };
 rdma: { device = "$dev0"; listen_addr = "$addr0"; listen_port = 18641; };
 CONF
 	cat > /tmp/kvf-decode.conf <<CONF
 engine: { id = "decode"; };
-rdma: { device = "$dev0"; peer = "$addr0:18641"; };
+rdma: { device = "$dev1"; peer = "$addr0:18641"; source_addr = "$addr1"; };
 CONF
 	timeout 150 "$bench" --prefill-config /tmp/kvf-prefill.conf --decode-config /tmp/kvf-decode.conf \
-		--rooms "${KVF_BENCH_ROOMS:-20}" --buffers 8 --blocks-per-room 8 --block-size 16384 --timeout 120 ||
-		kvf_die "kvferry-bench failed (exit $?)"
+		--rooms "${KVF_BENCH_ROOMS:-20}" --buffers 8 --blocks-per-room 8 --block-size 16384 --timeout 120 |
+		tee /tmp/kvf-bench.log
+	[ "${PIPESTATUS[0]}" = 0 ] || kvf_die "kvferry-bench failed"
+	kbw=$(sed -n 's/.* s: \([0-9.]*\) Gb\/s.*/\1/p' /tmp/kvf-bench.log | tail -n1)
+	if [ -n "$kbw" ] && [ -n "${bw:-}" ]; then
+		echo "transfer: kvferry-bench $kbw Gb/s vs ib_write_bw $bw Gb/s on the same devices:" \
+			"$(awk -v a="$kbw" -v b="$bw" 'BEGIN { printf "%.2f", a / b }') x"
+	fi
 	echo "transfer: done"
 	exit 0
 fi
@@ -105,8 +107,7 @@ if [ ! -f "$build/build.ninja" ]; then
 fi
 # only what the transfer needs, so unrelated breakage elsewhere does not stop it
 meson compile -C "$build" verbs_smoke > /dev/null || kvf_die "building verbs_smoke failed"
-meson compile -C "$build" kvferry-bench > /dev/null ||
-	kvf_log "warning: kvferry-bench does not build right now; step 3 will be skipped"
+meson compile -C "$build" kvferry-bench > /dev/null || kvf_die "building kvferry-bench failed"
 
 mode=${KVF_RXE:-auto}
 if [ "$mode" = auto ]; then
