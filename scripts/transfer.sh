@@ -78,7 +78,7 @@ if [ $inner = 1 ]; then
 	bench=$build/tools/kvferry-bench
 	[ -x "$bench" ] || kvf_die "$bench is not built"
 	addr1=${KVF_RXE_ADDR1:-}
-	echo "transfer: step 3/3: kvferry-bench, ${KVF_BENCH_ROOMS:-20} rooms of 8 buffers x 8 blocks x 16 KiB, $dev0 -> $dev1"
+	echo "transfer: step 3/3: kvferry-bench, ${KVF_BENCH_ROOMS:-100} rooms of 8 buffers x 8 blocks x 16 KiB, $dev0 -> $dev1"
 	cat > /tmp/kvf-prefill.conf <<CONF
 engine: { id = "prefill"; };
 rdma: { device = "$dev0"; listen_addr = "$addr0"; listen_port = 18641; };
@@ -88,7 +88,7 @@ engine: { id = "decode"; };
 rdma: { device = "$dev1"; peer = "$addr0:18641"; source_addr = "$addr1"; };
 CONF
 	timeout 150 "$bench" --prefill-config /tmp/kvf-prefill.conf --decode-config /tmp/kvf-decode.conf \
-		--rooms "${KVF_BENCH_ROOMS:-20}" --buffers 8 --blocks-per-room 8 --block-size 16384 --timeout 120 |
+		--rooms "${KVF_BENCH_ROOMS:-100}" --buffers 8 --blocks-per-room 8 --block-size 16384 --timeout 120 |
 		tee /tmp/kvf-bench.log
 	[ "${PIPESTATUS[0]}" = 0 ] || kvf_die "kvferry-bench failed"
 	kbw=$(sed -n 's/.* s: \([0-9.]*\) Gb\/s.*/\1/p' /tmp/kvf-bench.log | tail -n1)
