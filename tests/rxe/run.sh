@@ -226,6 +226,8 @@ if selected ib_write_bw && [ -f "$logdir/ib_write_bw.log" ] && ! [[ ${failed_nam
 	passed=$((passed - 1)); failed=$((failed + 1)); failed_names+=(ib_write_bw)
 fi
 [ -n "$bw" ] && echo "rxe-suite: ib_write_bw $bw Gb/s average (500 x 64 KiB RDMA writes, $DEV0 -> $DEV1)"
+# kvferry's own figure against ib_write_bw, measured in the same scenario
+grep -h '^throughput:' "$logdir/kvf_throughput.log" 2> /dev/null | sed 's/^/rxe-suite: /'
 [ -n "$lat" ] && echo "rxe-suite: ib_write_lat ${lat} us average (2-byte writes)"
 for n in "${failed_names[@]+"${failed_names[@]}"}"; do
 	echo "----- log of $n ($logdir/$n.log), last 30 lines:"
