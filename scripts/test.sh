@@ -18,7 +18,7 @@
 #   KVF_BUILD_DIR=DIR   build directory (default build, relative to the repo)
 #   KVF_WERROR=1        configure with -Dwerror=true
 #   KVF_RXE=auto|host|vm|skip  where the RDMA suite runs (default auto)
-#   KVF_RXE_DEVICES=1|2 rxe devices in the VM (default 1)
+#   KVF_RXE_DEVICES=1|2 rxe devices in the VM (default 2: prefill and decode on their own)
 #   KVF_VM_TIMEOUT=S    limit for the whole VM run (default 900)
 #   CI=true             a suite that cannot run is a failure, never a skip
 set -uo pipefail
@@ -141,7 +141,7 @@ elif [ "$rxe_mode" = vm ]; then
 	echo "no RDMA device on this host: running the suite in a qemu guest with soft-RoCE"
 	share=()
 	case $build/ in "$KVF_REPO"/*) ;; *) share=(--share "$build") ;; esac
-	run_rxe "$KVF_REPO/scripts/rxe-vm.sh" --devices "${KVF_RXE_DEVICES:-1}" \
+	run_rxe "$KVF_REPO/scripts/rxe-vm.sh" --devices "${KVF_RXE_DEVICES:-2}" \
 		--timeout "${KVF_VM_TIMEOUT:-900}" "${share[@]+"${share[@]}"}" -- tests/rxe/run.sh
 else
 	kvf_die "KVF_RXE must be auto, host, vm or skip"
