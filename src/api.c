@@ -42,7 +42,6 @@ int kvf_pool_register(kvf_engine *eng, uint32_t nbufs, void *const *bufs,
 	if (rc)
 		return rc;
 	eng->pool_ok = true;
-	eng->pool_nbufs = nbufs;
 	eng->pool_nblocks = nblocks;
 	return 0;
 }
@@ -287,7 +286,6 @@ int kvf_sender_send(kvf_engine *eng, kvf_room room, const uint32_t *blocks, uint
 	if (rc)
 		return rc;
 	r->last = KVF_LAST_SEND;
-	r->flags |= KVF_RF_SENT;
 	rc = eng->ops ? eng->ops->post_writes(eng->t, r->conn,
 					      kvf_wr_id(KVF_WR_DATA, r->gen, kvf_slot_index(eng, r)),
 					      kvf_imm((uint32_t)info->recv_handle,

@@ -175,16 +175,6 @@ struct kvf_ring *kvf_engine_ring(kvf_engine *eng)
 	return eng->ring;
 }
 
-const struct kvf_config *kvf_engine_config(const kvf_engine *eng)
-{
-	return &eng->cfg;
-}
-
-uint64_t kvf_engine_now(const kvf_engine *eng)
-{
-	return kvf_now(eng);
-}
-
 int kvf_engine_set_clock(kvf_engine *eng, uint64_t (*fn)(void *arg), void *arg)
 {
 	if (!eng)

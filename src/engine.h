@@ -24,10 +24,5 @@ void kvf_engine_set_transport(kvf_engine *eng, const struct kvf_transport_ops *o
 /* The ring the transport's poller thread produces into. */
 struct kvf_ring *kvf_engine_ring(kvf_engine *eng);
 
-/* The engine's config (read-only). */
-const struct kvf_config *kvf_engine_config(const kvf_engine *eng);
-
-/* The engine's clock, ns. */
-uint64_t kvf_engine_now(const kvf_engine *eng);
 
 #endif

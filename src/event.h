@@ -22,7 +22,6 @@ enum kvf_event_kind {
 	                       key = receiver handle value (slot | gen << 32) */
 	KVF_EV_BAD_FRAME,   /* malformed frame: key = room id or 0 when it names
 	                       none, role = local role, data = detail string */
-	KVF_EV_TRANSPORT,   /* opaque to the room engine: handed to the transport */
 	KVF_EV_NUM
 };
 

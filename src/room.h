@@ -40,7 +40,6 @@ enum kvf_room_flag {
 	KVF_RF_QUIESCENT = 1 << 1,     /* nothing posted can still touch the memory */
 	KVF_RF_ACK_OWED = 1 << 2,      /* sender: ABORT_ACK once drained */
 	KVF_RF_ABORT_OWED = 1 << 3,    /* sender: ABORT to the peer once drained */
-	KVF_RF_SENT = 1 << 4,          /* sender: kvf_sender_send was called */
 };
 
 /* The details of the one failure field; the reason itself lives in the
@@ -97,7 +96,6 @@ struct kvf_engine {
 	void *t;
 
 	bool pool_ok;
-	uint32_t pool_nbufs;
 	uint32_t pool_nblocks;
 
 	char **peers;             /* interned "host:port" strings */
