@@ -106,13 +106,12 @@ show() {
 fgt() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 > b + 0) }'; }
 now() { "$DRIVER" --now; }
 
-# known_bugs LOG... : name a known kvferry bug whose signature is in a log,
-# so a failure caused by it says so (printed before the FAIL line)
+# known_bugs LOG... : name a fixed kvferry bug whose signature is back in a
+# log, so a failure caused by its return says so (printed before FAIL)
 known_bugs() {
 	if grep -q 'nothing heard for 1844674407' "$@" 2> /dev/null; then
-		echo "NOTE: BUG (src/poller.c check_conn/drained): 'now' is read before handle_fds() and used after it;" \
-			"a connection established/created in that handle_fds() gets now - last_heard_ns (or" \
-			"created_ns) < 0 -> wraps -> torn down at once ('nothing heard for 18446744073709 ms')"
+		echo "NOTE: REGRESSION (src/poller.c check_conn): a connection's age went negative and" \
+			"wrapped, so a fresh connection was torn down at once ('nothing heard for 18446744073709 ms')"
 		grep -h 'nothing heard for 1844674407' "$@" 2> /dev/null | head -n 2
 	fi
 }
