@@ -114,14 +114,6 @@ struct conn {
 	double last_hb;
 };
 
-static double mono(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static void usage(void)
 {
 	fprintf(stderr, "usage: fake_peer --server ADDR:PORT --mode MODE [--bind ADDR] [--token T]\n"
@@ -242,14 +234,14 @@ static int get_addr(const char *hostport, bool has_port, struct sockaddr_storage
 static int wait_cm(struct peer *p, struct conn *c, double secs, struct rdma_cm_event **out)
 {
 	struct pollfd pfd = {.fd = c->ech->fd, .events = POLLIN};
-	double end = mono() + secs;
+	double end = kvt_mono() + secs;
 
 	for (;;) {
 		if (!rdma_get_cm_event(c->ech, out))
 			return (int)(*out)->event;
 		if (errno != EAGAIN)
 			return -1;
-		if (mono() > end)
+		if (kvt_mono() > end)
 			return -1;
 		poll(&pfd, 1, 50);
 	}
@@ -381,7 +373,7 @@ static void send_heartbeat(struct peer *p, struct conn *c)
 
 	if (len > 0)
 		post_send(p, c, slot, (uint32_t)len);
-	c->last_hb = mono();
+	c->last_hb = kvt_mono();
 }
 
 /* ------------------------------------------------------------ data check */
@@ -534,7 +526,7 @@ static int conn_open(struct peer *p, struct conn *c, uint16_t version, const cha
 	}
 	rdma_ack_cm_event(ev);
 	c->established = true;
-	c->last_hb = mono();
+	c->last_hb = kvt_mono();
 	return 0;
 }
 
@@ -544,10 +536,10 @@ static int conn_open(struct peer *p, struct conn *c, uint16_t version, const cha
 static int run_loop(struct peer *p, struct conn *c, uint32_t lo, uint32_t hi, bool want_gone,
 		    double secs)
 {
-	double end = mono() + secs;
+	double end = kvt_mono() + secs;
 	struct ibv_wc wc[32];
 
-	while (mono() < end) {
+	while (kvt_mono() < end) {
 		struct rdma_cm_event *ev;
 		bool pending = false;
 		int n;
@@ -622,7 +614,7 @@ static int run_loop(struct peer *p, struct conn *c, uint32_t lo, uint32_t hi, bo
 			if (!c->gone)
 				post_recv(p, c, (uint32_t)wc[k].wr_id);
 		}
-		if (!c->gone && p->o.hb_ms && mono() - c->last_hb > p->o.hb_ms / 1000.0)
+		if (!c->gone && p->o.hb_ms && kvt_mono() - c->last_hb > p->o.hb_ms / 1000.0)
 			send_heartbeat(p, c);
 		if (!n)
 			usleep(200);

@@ -53,14 +53,6 @@ struct room {
 	double created;
 };
 
-static double mono(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static void usage(void)
 {
 	fprintf(stderr, "usage: kvf_driver --role prefill|decode --config F [--rooms N] [--first-id ID]\n"
@@ -78,7 +70,7 @@ static void parse(int argc, char **argv, struct opts *o)
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 
 		if (!strcmp(a, "--now")) {
-			printf("%.6f\n", mono());
+			printf("%.6f\n", kvt_mono());
 			exit(0);
 		}
 		if (!v)
@@ -166,7 +158,7 @@ int main(int argc, char **argv)
 		kvf_engine_close(eng);
 		return 1;
 	}
-	t0 = mono();
+	t0 = kvt_mono();
 	printf("driver: role=%s start t=%.6f rooms=%u buffers=%u block_size=%" PRIu64
 	       " blocks_per_room=%u pool_blocks=%u window=%u\n", o.role, t0, o.rooms, o.nbufs,
 	       o.block_size, o.bpr, o.pool_blocks, o.window);
@@ -208,14 +200,14 @@ int main(int argc, char **argv)
 			}
 			r->st = 1;
 			r->last = KVF_BOOTSTRAPPING;
-			r->created = mono();
+			r->created = kvt_mono();
 			next++;
 			if (next == o.window && o.ready_file) {
 				FILE *f = fopen(o.ready_file, "w");
 
 				if (f)
 					fclose(f);
-				printf("driver: ready t=%.6f\n", mono());
+				printf("driver: ready t=%.6f\n", kvt_mono());
 			}
 		}
 		for (uint32_t i = 0; i < next; i++) {
@@ -241,7 +233,7 @@ int main(int argc, char **argv)
 			}
 			if (r->st == 1) {
 				struct kvf_failure f;
-				double t = mono();
+				double t = kvt_mono();
 
 				r->st = 2;
 				if (st == KVF_SUCCESS) {
@@ -284,7 +276,7 @@ int main(int argc, char **argv)
 				released++;
 			}
 		}
-		if (stopping && mono() - lost_at > o.stop_on_lost) {
+		if (stopping && kvt_mono() - lost_at > o.stop_on_lost) {
 			for (uint32_t i = 0; i < next; i++) {
 				struct room *r = &rooms[i];
 
@@ -293,14 +285,14 @@ int main(int argc, char **argv)
 				stuck++;
 				printf("room %u id=%#" PRIx64 " STUCK state=%s %.1f s after the first peer "
 				       "loss (aborted by the driver)\n", i, o.first_id + i,
-				       kvf_poll_str(kvf_poll(eng, r->h)), mono() - lost_at);
+				       kvf_poll_str(kvf_poll(eng, r->h)), kvt_mono() - lost_at);
 				kvf_abort(eng, r->h);
 				r->st = 2;
 			}
 			/* give released rooms a moment to quiesce, then stop */
-			double until = mono() + 5;
+			double until = kvt_mono() + 5;
 
-			while (mono() < until) {
+			while (kvt_mono() < until) {
 				bool left = false;
 
 				kvf_progress(eng);
@@ -318,7 +310,7 @@ int main(int argc, char **argv)
 		}
 		if (all_done && (next == o.rooms || stopping))
 			break;
-		if (mono() - t0 > o.timeout_s) {
+		if (kvt_mono() - t0 > o.timeout_s) {
 			printf("driver: TIMEOUT after %.0f s; live rooms:\n", o.timeout_s);
 			fflush(stdout);
 			kvf_dump(eng, stdout);
@@ -327,11 +319,11 @@ int main(int argc, char **argv)
 		}
 	}
 out:
-	secs = mono() - t0;
+	secs = kvt_mono() - t0;
 	printf("driver: role=%s rooms=%u ok=%u failed=%u stuck=%u bad_words=%u released=%u "
 	       "created=%u seconds=%.3f gbit=%.4f end=%.6f\n", o.role, o.rooms, ok, failed, stuck,
 	       bad_total, released, next, secs,
-	       (double)ok * o.nbufs * o.bpr * (double)o.block_size * 8 / secs / 1e9, mono());
+	       (double)ok * o.nbufs * o.bpr * (double)o.block_size * 8 / secs / 1e9, kvt_mono());
 	printf("driver: failures:");
 	for (int k = 1; k < KVF_FAIL_NUM; k++)
 		if (by_reason[k])

@@ -12,6 +12,16 @@
 #define KVF_RXE_PATTERN_H
 
 #include <stdint.h>
+#include <time.h>
+
+/* Seconds on CLOCK_MONOTONIC, for both programs' timing lines. */
+static inline double kvt_mono(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
 
 static inline uint64_t kvt_mix(uint64_t x)
 {
