@@ -14,7 +14,7 @@
 #include "mem.h"
 #include "room.h"
 #if HAVE_RDMA
-#include "rdma.h"
+#include "rdma/rdma.h"
 #endif
 
 #define KVF_BATCH 256

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The seam between the room engine (scheduler thread) and a transport.
- * The real one is the ibverbs + rdma_cm transport (rdma.c); unit tests of the
- * room engine use a fake one (tests/unit/fake_transport.c).
+ * The real one is the ibverbs + rdma_cm transport (src/rdma/); unit tests of the
+ * room engine use a fake one (tests/unit/fake_transport.h).
  *
  * Every op is called on the scheduler thread. The transport's own thread
  * (the completion poller) talks back only through the engine's event ring.

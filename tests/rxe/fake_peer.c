@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fake_peer: a decode-side kvferry peer written with raw rdma_cm and verbs
- * and kvferry's own frame encoders (src/proto.c), that connects to a real
+ * and kvferry's own frame encoders (src/rdma/proto.c), that connects to a real
  * kvferry prefill engine (tests/rxe/kvf_driver --role prefill), does the
  * real handshake (connect private data, HELLO, ROOM_INFO, HEARTBEAT), checks
  * every byte the prefill writes, and misbehaves on purpose:
@@ -67,7 +67,7 @@
 #include <rdma/rdma_cma.h>
 
 #include "pattern.h"
-#include "proto.h"
+#include "rdma/proto.h"
 
 #define FRAME 32768u
 #define RX_N 64u

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* src/proto.c: every frame round-trips, every malformation is rejected with
+/* src/rdma/proto.c: every frame round-trips, every malformation is rejected with
  * a reason that names it. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "proto.h"
+#include "rdma/proto.h"
 
 static const struct kvf_proto_limits lim = {.max_blocks = 64, .max_bufs = 8, .nblocks = 100};
 static uint8_t buf[4096];

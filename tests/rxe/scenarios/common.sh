@@ -110,7 +110,7 @@ now() { "$DRIVER" --now; }
 # log, so a failure caused by its return says so (printed before FAIL)
 known_bugs() {
 	if grep -q 'nothing heard for 1844674407' "$@" 2> /dev/null; then
-		echo "NOTE: REGRESSION (src/poller.c check_conn): a connection's age went negative and" \
+		echo "NOTE: REGRESSION (src/rdma/poller.c check_conn): a connection's age went negative and" \
 			"wrapped, so a fresh connection was torn down at once ('nothing heard for 18446744073709 ms')"
 		grep -h 'nothing heard for 1844674407' "$@" 2> /dev/null | head -n 2
 	fi

@@ -1,15 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The ibverbs + rdma_cm transport: the implementation of the transport seam
- * (transport.h). kvf_engine_open calls kvf_rdma_create; everything else goes
- * through the ops.
+/* The ibverbs + rdma_cm transport's private header: what its files
+ * (src/rdma/) share. The rest of the library sees rdma.h (the constructor)
+ * and the seam (src/transport.h) only.
  *
  * Threads. Ops run on the scheduler thread; the poller thread (poller.c)
  * owns the rdma_cm channel, the completion queues, the receive queues and
  * every connection's setup and teardown. They share the connection table
  * (t->lock) and, per connection, the state and the send queue (conn->lock).
  * Only the poller pushes to the ring. */
-#ifndef KVF_RDMA_H
-#define KVF_RDMA_H
+#ifndef KVF_RDMA_INTERNAL_H
+#define KVF_RDMA_INTERNAL_H
 
 #include <pthread.h>
 #include <rdma/rdma_cma.h>
@@ -18,23 +18,12 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "rdma.h"
 #include "ring.h"
 #include "transport.h"
 
 struct kvf_conn;
 struct kvf_pool;
-
-/*
- * Create the transport: pick the device, allocate the protection domain,
- * listen on cfg->listen_addr:listen_port when set, start the poller thread.
- * Returns 0 with *ops and *t, or -EINVAL (bad config), -ENOMEM, -ENODEV (no
- * device/port as configured, logged), -EADDRINUSE, or -errno from verbs or
- * rdma_cm (logged).
- */
-int kvf_rdma_create(const struct kvf_config *cfg, struct kvf_ring *ring,
-		    const struct kvf_transport_ops **ops, void **t);
-
-/* ---------------------------------------------------------- internals */
 
 #define KVF_MAX_CONNS 1024u
 #define KVF_MAX_SGE 4u

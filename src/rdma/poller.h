@@ -8,7 +8,7 @@
 #ifndef KVF_POLLER_H
 #define KVF_POLLER_H
 
-#include "rdma.h"
+#include "rdma_internal.h"
 
 struct kvf_conn;
 

@@ -35,7 +35,7 @@
 #include <stdint.h>
 
 #include "proto.h"
-#include "rdma.h"
+#include "rdma_internal.h"
 
 enum kvf_conn_state {
 	KVF_CONN_NEW = 0,     /* active side: created by the scheduler, not started */

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "rdma.h"
+#include "rdma_internal.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The ibverbs + rdma_cm transport, as the rest of the library sees it: one
+ * constructor. Everything else goes through the ops of the seam
+ * (src/transport.h). What the transport's own files share is in
+ * rdma_internal.h; nothing outside src/rdma/ includes that, so no verbs or
+ * rdma_cm header reaches the engine through this one. */
+#ifndef KVF_RDMA_H
+#define KVF_RDMA_H
+
+#include "config.h"
+#include "ring.h"
+#include "transport.h"
+
+/*
+ * Create the transport: pick the device, allocate the protection domain,
+ * listen on cfg->listen_addr:listen_port when set, start the poller thread.
+ * Returns 0 with *ops and *t, or -EINVAL (bad config), -ENOMEM, -ENODEV (no
+ * device/port as configured, logged), -EADDRINUSE, or -errno from verbs or
+ * rdma_cm (logged).
+ */
+int kvf_rdma_create(const struct kvf_config *cfg, struct kvf_ring *ring,
+		    const struct kvf_transport_ops **ops, void **t);
+
+#endif
