@@ -64,9 +64,7 @@ static void conn_free(struct kvf_conn *c)
 	free(c->rx_buf);
 	free(c->tx_buf);
 	free(c->tx_free);
-	free(c->sig);
-	free(c->pend);
-	free(c->wrs);
+	kvf_sendq_fini(&c->sq);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 }
@@ -173,6 +171,25 @@ void kvf_conn_unlink(struct kvf_conn *c)
 		kvf_conn_put(c);
 }
 
+/* The send queue's post function (sendq.h). Only while ESTABLISHED, under
+ * the lock: once the poller marks the connection DEAD and posts the drain
+ * markers, nothing may follow them. */
+static int post_send(void *ctx, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
+{
+	struct kvf_conn *c = ctx;
+	int rc;
+
+	pthread_mutex_lock(&c->lock);
+	if (atomic_load(&c->state) != KVF_CONN_ESTABLISHED) {
+		pthread_mutex_unlock(&c->lock);
+		*bad = wr;
+		return -ENOTCONN;
+	}
+	rc = ibv_post_send(c->qp, wr, bad);
+	pthread_mutex_unlock(&c->lock);
+	return -rc;
+}
+
 static int alloc_buffers(struct kvf_conn *c)
 {
 	struct kvf_rdma *t = c->t;
@@ -181,17 +198,16 @@ static int alloc_buffers(struct kvf_conn *c)
 
 	c->rx_n = cfg->rq_depth;
 	c->tx_n = cfg->sq_depth < TX_BUFS_MAX ? cfg->sq_depth : TX_BUFS_MAX;
-	c->sig_cap = cfg->sq_depth + 1;
 	c->rx_buf = aligned_alloc(64, (size_t)c->rx_n * t->frame_max);
 	c->tx_buf = aligned_alloc(64, (size_t)c->tx_n * t->frame_max);
 	c->tx_free = calloc(c->tx_n, sizeof(*c->tx_free));
-	c->sig = calloc(c->sig_cap, sizeof(*c->sig));
-	c->wrs = calloc(cfg->sq_depth, sizeof(*c->wrs));
-	if (!c->rx_buf || !c->tx_buf || !c->tx_free || !c->sig || !c->wrs)
+	if (!c->rx_buf || !c->tx_buf || !c->tx_free)
 		return -ENOMEM;
+	rc = kvf_sendq_init(&c->sq, 0, cfg->sq_depth, t->max_sge, t->signal_every, post_send, c);
+	if (rc)
+		return rc;
 	for (uint32_t i = 0; i < c->tx_n; i++)
 		c->tx_free[c->tx_nfree++] = c->tx_n - 1 - i;
-	c->credits = cfg->sq_depth;
 	c->fq_tail = &c->fq_head;
 	rc = kvf_verbs_reg_mr(t->pd, c->rx_buf, (size_t)c->rx_n * t->frame_max,
 			      IBV_ACCESS_LOCAL_WRITE, "receive buffers", &c->rx_mr);
@@ -235,9 +251,10 @@ int kvf_conn_new(struct kvf_rdma *t, bool active, const char *peer, uint32_t gro
 			KVF_MAX_CONNS, peer);
 		goto fail;
 	}
-	/* Nobody reads it before the group is ready (active) or before the
+	/* Nobody reads them before the group is ready (active) or before the
 	 * poller publishes the connection (passive). */
 	c->group = group ? group : c->id;
+	c->sq.id = c->id;
 	*out = c;
 	return 0;
 fail:

@@ -36,6 +36,7 @@
 
 #include "proto.h"
 #include "rdma_internal.h"
+#include "sendq.h"
 
 enum kvf_conn_state {
 	KVF_CONN_NEW = 0,     /* active side: created by the scheduler, not started */
@@ -47,19 +48,6 @@ enum kvf_conn_state {
 	KVF_CONN_NUM_STATES
 };
 const char *kvf_conn_state_str(int s);
-
-/* A write waiting for send-queue room: one RDMA WRITE work request. */
-#define KVF_WD_SIGNALED 1u
-#define KVF_WD_IMM 2u
-struct kvf_wdesc {
-	uint64_t wr_id;
-	uint64_t raddr;
-	uint32_t rkey;
-	uint32_t imm;
-	uint8_t flags;
-	uint8_t nsge;
-	struct ibv_sge sge[KVF_MAX_SGE];
-};
 
 /* A control frame waiting for a send buffer (len bytes of data); or, with
  * len 0, a room's whole ROOM_INFO sequence (proto.h): encoded frame by frame
@@ -80,7 +68,7 @@ struct kvf_pframe {
 struct kvf_peer_pool {
 	uint32_t nbufs;
 	uint32_t nblocks;
-	struct kvf_hello_buf bufs[];
+	struct kvf_sq_buf bufs[];  /* key: the buffer's rkey */
 };
 
 #define KVF_DRAIN_SLOT KVF_SLOT_MASK /* wr_id slot of the drain markers */
@@ -131,15 +119,10 @@ struct kvf_conn {
 	uint32_t tx_n;
 	uint32_t *tx_free;
 	uint32_t tx_nfree;
-	uint32_t credits;              /* free send-queue entries */
-	uint32_t *sig;                 /* per signaled WR in flight: entries it frees */
-	uint32_t sig_head, sig_tail, sig_cap;
-	struct kvf_wdesc *pend;        /* writes waiting for credits, FIFO */
-	size_t pend_head, pend_tail, pend_cap;
+	struct kvf_sendq sq;           /* writes, credits; posts through post_send */
 	struct kvf_pframe *fq_head, **fq_tail;
 	bool hello_sent;
 	uint64_t last_hb_ns;
-	struct ibv_send_wr *wrs;       /* scratch for one post, sq_depth entries */
 };
 
 /* ------------------------------------------------ table (either thread) */

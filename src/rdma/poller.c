@@ -80,8 +80,13 @@ static void on_hello(struct kvf_conn *c, const struct kvf_frame *f)
 	}
 	pp->nbufs = f->hello.nbufs;
 	pp->nblocks = f->hello.nblocks;
-	for (uint32_t i = 0; i < pp->nbufs; i++)
-		kvf_proto_hello_buf(f, i, &pp->bufs[i]);
+	for (uint32_t i = 0; i < pp->nbufs; i++) {
+		struct kvf_hello_buf hb;
+
+		kvf_proto_hello_buf(f, i, &hb);
+		pp->bufs[i] = (struct kvf_sq_buf){.addr = hb.addr, .block_size = hb.block_size,
+						  .key = hb.rkey};
+	}
 	/* Release: pairs with the acquire load in post_writes; the ring push of
 	 * the ROOM_INFO that follows orders it as well. */
 	atomic_store_explicit(&c->peer_pool, pp, memory_order_release);

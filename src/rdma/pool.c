@@ -30,15 +30,6 @@ static void unreg_buf(struct kvf_pool_buf *b)
 	b->dmabuf_fd = -1;
 }
 
-void kvf_pool_destroy(struct kvf_pool *p)
-{
-	if (!p)
-		return;
-	for (uint32_t i = 0; i < p->nbufs; i++)
-		unreg_buf(&p->bufs[i]);
-	free(p);
-}
-
 static int reg_buf(struct ibv_pd *pd, struct kvf_pool_buf *b, uint32_t idx, uint64_t len)
 {
 	char what[48];
@@ -55,27 +46,70 @@ static int reg_buf(struct ibv_pd *pd, struct kvf_pool_buf *b, uint32_t idx, uint
 	return kvf_verbs_reg_mr(pd, (void *)(uintptr_t)b->addr, len, POOL_ACCESS, what, &b->mr);
 }
 
+/* What the send queue cannot post is refused here, once, with its reason:
+ * a block bigger than one RDMA WRITE would be cut short (SGE lengths are 32
+ * bit) or make a WR over the transport's own limit. */
+static int check_layout(const struct kvf_pool_layout *layout)
+{
+	if (!layout || !layout->nbufs || !layout->nblocks || !layout->bufs ||
+	    !layout->block_size) {
+		kvf_err("pool", "pool layout: %s", !layout ? "none given" :
+			!layout->nbufs ? "no buffers" : !layout->nblocks ? "no blocks" :
+			"no buffer or block size list");
+		return -EINVAL;
+	}
+	for (uint32_t i = 0; i < layout->nbufs; i++) {
+		uint64_t bs = layout->block_size[i];
+
+		if (!layout->bufs[i] || !bs || bs > UINT64_MAX / layout->nblocks) {
+			kvf_err("pool", "buffer %" PRIu32 ": %s", i, !layout->bufs[i] ? "NULL address" :
+				!bs ? "block size 0" : "block size x blocks overflows 64 bits");
+			return -EINVAL;
+		}
+		if (bs > KVF_SQ_MAX_WR_BYTES) {
+			kvf_err("pool", "buffer %" PRIu32 " (%p): block size %" PRIu64 " bytes is over "
+				"%llu, the most one RDMA WRITE carries", i, layout->bufs[i], bs,
+				KVF_SQ_MAX_WR_BYTES);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+static void pool_free(struct kvf_pool *p, uint32_t nreg)
+{
+	while (nreg-- > 0)
+		unreg_buf(&p->bufs[nreg]);
+	free(p->wr_bufs);
+	free(p);
+}
+
+void kvf_pool_destroy(struct kvf_pool *p)
+{
+	if (!p)
+		return;
+	pool_free(p, p->nbufs);
+}
+
 int kvf_pool_create(struct ibv_pd *pd, const struct kvf_pool_layout *layout,
 		    struct kvf_pool **out)
 {
 	struct kvf_pool *p;
 	uint32_t i;
-	int rc;
+	int rc = check_layout(layout);
 
-	if (!layout || !layout->nbufs || !layout->nblocks || !layout->bufs ||
-	    !layout->block_size)
-		return -EINVAL;
-	for (i = 0; i < layout->nbufs; i++) {
-		uint64_t bs = layout->block_size[i];
-
-		if (!layout->bufs[i] || !bs || bs > UINT64_MAX / layout->nblocks)
-			return -EINVAL;
-	}
+	if (rc)
+		return rc;
 	p = calloc(1, sizeof(*p) + layout->nbufs * sizeof(p->bufs[0]));
 	if (!p)
 		return -ENOMEM;
 	p->nbufs = layout->nbufs;
 	p->nblocks = layout->nblocks;
+	p->wr_bufs = calloc(p->nbufs, sizeof(*p->wr_bufs));
+	if (!p->wr_bufs) {
+		pool_free(p, 0);
+		return -ENOMEM;
+	}
 	for (i = 0; i < p->nbufs; i++) {
 		struct kvf_pool_buf *b = &p->bufs[i];
 
@@ -83,18 +117,17 @@ int kvf_pool_create(struct ibv_pd *pd, const struct kvf_pool_layout *layout,
 		b->block_size = layout->block_size[i];
 		b->dmabuf_fd = -1;
 		rc = reg_buf(pd, b, i, b->block_size * p->nblocks);
-		if (rc)
-			goto unwind;
+		if (rc) {
+			pool_free(p, i);
+			return rc;
+		}
+		p->wr_bufs[i] = (struct kvf_sq_buf){.addr = b->addr, .block_size = b->block_size,
+						    .key = b->mr->lkey};
 	}
 	kvf_info("pool", "registered %" PRIu32 " buffers x %" PRIu32 " blocks", p->nbufs,
 		 p->nblocks);
 	*out = p;
 	return 0;
-unwind:
-	while (i-- > 0)
-		unreg_buf(&p->bufs[i]);
-	free(p);
-	return rc;
 }
 
 /* ------------------------------------------------------------- CUDA */

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "sendq.h"
 #include "transport.h"
 
 struct kvf_pool_buf {
@@ -22,12 +23,15 @@ struct kvf_pool_buf {
 struct kvf_pool {
 	uint32_t nbufs;
 	uint32_t nblocks;
+	struct kvf_sq_buf *wr_bufs; /* the buffers as the send queue builds WRs
+	                               from them (key: the lkey) */
 	struct kvf_pool_buf bufs[];
 };
 
 /*
  * Register every buffer of layout on pd. Returns 0 and *out, or
- *   -EINVAL   a NULL buffer, zero blocks or block size, a size that overflows
+ *   -EINVAL   a NULL buffer, zero blocks or block size, a size that overflows,
+ *             a block size over KVF_SQ_MAX_WR_BYTES (one RDMA WRITE; logged)
  *   -ENOMEM
  *   -ENOTSUP  CUDA device memory in a build without CUDA
  *   -ENODEV   CUDA device memory but no usable driver (libcuda not loadable)

@@ -26,7 +26,7 @@ struct kvf_conn;
 struct kvf_pool;
 
 #define KVF_MAX_CONNS 1024u
-#define KVF_MAX_SGE 4u
+#define KVF_HELLO_MAX_BUFS 1024u /* pool buffers at most: frames are sized to carry them */
 
 struct kvf_rdma {
 	struct kvf_config cfg;
@@ -74,6 +74,10 @@ struct kvf_rdma {
 	uint32_t np;
 	struct ibv_wc *wcs;           /* rdma.poll_batch of them, allocated at create */
 };
+
+/* The ops (ops.c), and the close op (device.c: the unwinding of create). */
+extern const struct kvf_transport_ops kvf_rdma_ops;
+void kvf_rdma_close(void *t);
 
 uint64_t kvf_rdma_now_ns(void);
 void kvf_rdma_wake(struct kvf_rdma *t);

@@ -1,0 +1,520 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The transport ops (transport.h), on the scheduler thread: control frames
+ * waiting for a send buffer (HELLO first, ROOM_INFO sequences, ABORT,
+ * ABORT_ACK, heartbeats), a room's writes handed to the connection's send
+ * queue (sendq.h), completions giving credits and buffers back, and
+ * connecting to a peer on first use. */
+#include "rdma_internal.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <kvferry/kvferry.h>
+
+#include "conn.h"
+#include "log.h"
+#include "pool.h"
+#include "proto.h"
+#include "sendq.h"
+
+#define PROGRESS_EVERY_NS 50000ull
+
+/* ============================================ control frames (scheduler) */
+
+static void request_teardown(struct kvf_conn *c, uint16_t reason)
+{
+	int none = 0;
+
+	atomic_compare_exchange_strong(&c->teardown_req, &none, reason);
+	kvf_rdma_wake(c->t);
+}
+
+static int post_frame(struct kvf_conn *c, const void *data, uint32_t len)
+{
+	uint32_t i = c->tx_free[--c->tx_nfree];
+	uint8_t *buf = c->tx_buf + (size_t)i * c->t->frame_max;
+	struct ibv_sge sge = {.addr = (uint64_t)(uintptr_t)buf, .length = len,
+			      .lkey = c->tx_mr->lkey};
+	struct ibv_send_wr wr = {
+		.wr_id = kvf_wr_id(KVF_WR_CTRL, c->id, i),
+		.sg_list = &sge,
+		.num_sge = 1,
+		.opcode = IBV_WR_SEND,
+		.send_flags = IBV_SEND_SIGNALED,
+	};
+	int rc;
+
+	if (buf != data)
+		memcpy(buf, data, len);
+	rc = kvf_sendq_post_one(&c->sq, &wr);
+	if (rc)
+		c->tx_free[c->tx_nfree++] = i;
+	return rc;
+}
+
+/* HELLO goes first on every connection: the peer checks our ROOM_INFO
+ * against it. Nothing is sent before it, so nothing goes before our pool
+ * is registered. */
+static int send_hello(struct kvf_conn *c)
+{
+	struct kvf_rdma *t = c->t;
+	struct kvf_pool *pool = t->pool;
+	struct kvf_hello_buf hb[KVF_HELLO_MAX_BUFS];
+	uint32_t i = c->tx_free[c->tx_nfree - 1];
+	uint8_t *buf = c->tx_buf + (size_t)i * t->frame_max;
+	int len, rc;
+
+	for (uint32_t b = 0; b < pool->nbufs; b++)
+		hb[b] = (struct kvf_hello_buf){.addr = pool->bufs[b].addr,
+					       .block_size = pool->bufs[b].block_size,
+					       .rkey = pool->bufs[b].mr->rkey};
+	len = kvf_proto_encode_hello(buf, c->peer_frame_max < t->frame_max ?
+					  c->peer_frame_max : t->frame_max,
+				     t->cfg.engine_id, pool->nblocks, hb, pool->nbufs);
+	if (len < 0) {
+		kvf_err("rdma", "connection %u: HELLO for %u buffers does not fit the peer's "
+			"%u-byte frames", c->id, pool->nbufs, c->peer_frame_max);
+		request_teardown(c, KVF_FAIL_CONNECT);
+		return len;
+	}
+	rc = post_frame(c, buf, (uint32_t)len);
+	if (!rc)
+		c->hello_sent = true;
+	return rc;
+}
+
+/* The next frame of a ROOM_INFO sequence, encoded into the send buffer it
+ * goes from, as big as both sides' frames allow. */
+static int send_room_info_part(struct kvf_conn *c, struct kvf_pframe *f)
+{
+	struct kvf_rdma *t = c->t;
+	uint32_t i = c->tx_free[c->tx_nfree - 1], n = 0;
+	uint8_t *buf = c->tx_buf + (size_t)i * t->frame_max;
+	uint32_t cap = c->peer_frame_max < t->frame_max ? c->peer_frame_max : t->frame_max;
+	int len = kvf_proto_encode_room_info_part(buf, cap, f->room_id, f->recv_handle, f->blocks,
+						  f->total, f->sent, &n);
+	int rc;
+
+	if (len < 0) {
+		/* Not reached: connect refuses a peer whose frames cannot carry
+		 * one id. The room would wait for its deadline: fail it now. */
+		kvf_err("rdma", "connection %u: room %#" PRIx64 ": ROOM_INFO does not fit the "
+			"peer's %u-byte frames; tearing the connection down", c->id, f->room_id,
+			c->peer_frame_max);
+		request_teardown(c, KVF_FAIL_CONNECT);
+		f->sent = f->total;
+		return 0;
+	}
+	rc = post_frame(c, buf, (uint32_t)len);
+	if (!rc)
+		f->sent += n;
+	return rc;
+}
+
+static int send_frames(struct kvf_conn *c)
+{
+	int rc = 0;
+
+	if (!c->hello_sent) {
+		if (!c->t->pool || !c->tx_nfree || !kvf_sendq_credits(&c->sq))
+			return 0;
+		rc = send_hello(c);
+		if (rc)
+			return rc;
+	}
+	while (c->fq_head && c->tx_nfree && kvf_sendq_credits(&c->sq)) {
+		struct kvf_pframe *f = c->fq_head;
+
+		if (!f->len) {
+			/* A ROOM_INFO sequence stays at the head until its last
+			 * frame is posted: nothing gets between its frames. */
+			rc = send_room_info_part(c, f);
+			if (rc)
+				return rc;
+			if (f->sent < f->total)
+				continue;
+		} else if (f->len > c->peer_frame_max) {
+			/* Not reached: the fixed frames are far smaller than the
+			 * smallest frame size connect accepts. */
+			kvf_err("rdma", "connection %u: %u-byte %s for room %#" PRIx64 " is over the "
+				"peer's %u-byte frames; dropped", c->id, f->len,
+				kvf_frame_type_str(f->data[6]), kvf_proto_frame_room(f->data),
+				c->peer_frame_max);
+		} else if ((rc = post_frame(c, f->data, f->len))) {
+			return rc;
+		}
+		c->fq_head = f->next;
+		if (!c->fq_head)
+			c->fq_tail = &c->fq_head;
+		free(f->blocks);
+		free(f);
+	}
+	return 0;
+}
+
+static void conn_flush(struct kvf_conn *c)
+{
+	int rc;
+
+	if (atomic_load_explicit(&c->state, memory_order_acquire) != KVF_CONN_ESTABLISHED)
+		return;
+	rc = send_frames(c);
+	if (!rc && c->hello_sent)
+		rc = kvf_sendq_post_writes(&c->sq);
+	if (rc && rc != -ENOTCONN)
+		request_teardown(c, KVF_FAIL_PEER_LOST);
+}
+
+static int enqueue_frame(struct kvf_conn *c, struct kvf_pframe *f)
+{
+	f->next = NULL;
+	*c->fq_tail = f;
+	c->fq_tail = &f->next;
+	conn_flush(c);
+	return 0;
+}
+
+static struct kvf_pframe *frame_alloc(size_t len)
+{
+	struct kvf_pframe *f = calloc(1, sizeof(*f) + len);
+
+	if (f)
+		f->len = (uint32_t)len;
+	return f;
+}
+
+/* ================================================ writes */
+
+/* Check the room against both pools before anything is queued. */
+static int check_room(struct kvf_rdma *t, struct kvf_conn *c, const struct kvf_peer_pool *pp,
+		      const uint32_t *src, const uint32_t *dst, uint32_t n)
+{
+	const struct kvf_pool *pool = t->pool;
+
+	if (!pool || !pp) {
+		kvf_err("rdma", "connection %u: writes before %s pool is known", c->id,
+			pool ? "the peer's" : "the local");
+		return -EPROTO;
+	}
+	if (pool->nbufs != pp->nbufs) {
+		kvf_err("rdma", "connection %u: local pool has %u buffers, peer's has %u",
+			c->id, pool->nbufs, pp->nbufs);
+		return -EPROTO;
+	}
+	for (uint32_t b = 0; b < pool->nbufs; b++) {
+		if (pool->bufs[b].block_size != pp->bufs[b].block_size) {
+			kvf_err("rdma", "connection %u: buffer %u block size %" PRIu64
+				" here, %" PRIu64 " at the peer", c->id, b,
+				pool->bufs[b].block_size, pp->bufs[b].block_size);
+			return -EPROTO;
+		}
+	}
+	for (uint32_t i = 0; i < n; i++)
+		if (src[i] >= pool->nblocks || dst[i] >= pp->nblocks)
+			return -ERANGE;
+	return 0;
+}
+
+/* ================================================================ ops */
+
+static int op_pool_register(void *tp, const struct kvf_pool_layout *layout)
+{
+	struct kvf_rdma *t = tp;
+
+	if (t->pool)
+		return -EEXIST;
+	if (layout && layout->nbufs > KVF_HELLO_MAX_BUFS) {
+		kvf_err("rdma", "pool of %u buffers: at most %u", layout->nbufs, KVF_HELLO_MAX_BUFS);
+		return -EINVAL;
+	}
+	return kvf_pool_create(t->pd, layout, &t->pool);
+}
+
+/* The peer connection to peer: the live one, or a new group of
+ * rdma.qps_per_peer connections (conn.h), each connecting on its own. *out
+ * is the lead, referenced. */
+static int get_or_connect(struct kvf_rdma *t, const char *peer, struct kvf_conn **out)
+{
+	uint32_t nqp = t->cfg.qps_per_peer ? t->cfg.qps_per_peer : 1;
+	struct kvf_conn *g, *m;
+	int rc = 0;
+
+	*out = kvf_conn_find_peer(t, peer);
+	if (*out)
+		return 0;
+	if (atomic_load(&t->dev_dead))
+		return -ENODEV;
+	rc = kvf_conn_new(t, true, peer, 0, &g);
+	if (rc)
+		return rc;
+	if (nqp > 1) {
+		g->qps = calloc(nqp, sizeof(*g->qps));
+		if (!g->qps)
+			rc = -ENOMEM;
+		else
+			g->qps[0] = g;
+	}
+	while (!rc && g->nqp < nqp) {
+		rc = kvf_conn_new(t, true, peer, g->id, &m);
+		if (!rc)
+			g->qps[g->nqp++] = m; /* the group keeps our reference */
+	}
+	if (rc) {
+		/* The poller takes the part that exists down whole. */
+		kvf_err("rdma", "peer connection %u to %s: %u of %u queue pairs: %s", g->id, peer,
+			g->nqp, nqp, strerror(-rc));
+		atomic_store(&g->teardown_req, KVF_FAIL_CONNECT);
+	}
+	/* Release: the poller starts them only once the group is whole. */
+	for (uint32_t i = 0; i < g->nqp; i++)
+		atomic_store_explicit(&(g->qps ? g->qps[i] : g)->ready, true, memory_order_release);
+	if (nqp > 1 && !rc)
+		kvf_info("rdma", "connecting to %s (peer connection %u: %u queue pairs, "
+			 "connections %u..%u)", peer, g->id, nqp, g->id, g->qps[nqp - 1]->id);
+	else if (!rc)
+		kvf_info("rdma", "connecting to %s (connection %u)", peer, g->id);
+	atomic_store(&t->new_conns, true);
+	kvf_rdma_wake(t);
+	if (rc) {
+		kvf_conn_put(g);
+		return rc;
+	}
+	*out = g;
+	return 0;
+}
+
+/* The list goes as one ROOM_INFO sequence (proto.h), split at post time
+ * to the peer's frame size: a list of any length up to
+ * engine.max_blocks_per_room. */
+static int op_send_room_info(void *tp, const char *peer, uint64_t room_id, uint64_t recv_handle,
+			     const uint32_t *blocks, uint32_t n, uint32_t *conn)
+{
+	struct kvf_rdma *t = tp;
+	struct kvf_pframe *f;
+	struct kvf_conn *c;
+	int rc;
+
+	if (!peer || !*peer)
+		peer = t->cfg.peer;
+	if (!*peer || !strrchr(peer, ':') || !conn || !n || !blocks)
+		return -EINVAL;
+	if (n > t->cfg.max_blocks_per_room) {
+		kvf_err("rdma", "room %#" PRIx64 ": %u blocks, engine.max_blocks_per_room is %u",
+			room_id, n, t->cfg.max_blocks_per_room);
+		return -EINVAL;
+	}
+	f = frame_alloc(0);
+	if (f)
+		f->blocks = malloc((size_t)n * sizeof(*blocks));
+	if (!f || !f->blocks) {
+		free(f);
+		return -ENOMEM;
+	}
+	memcpy(f->blocks, blocks, (size_t)n * sizeof(*blocks));
+	f->total = n;
+	f->room_id = room_id;
+	f->recv_handle = recv_handle;
+	rc = get_or_connect(t, peer, &c);
+	if (rc) {
+		free(f->blocks);
+		free(f);
+		return rc;
+	}
+	/* One QP for everything of this room: its whole sequence here, and
+	 * any later frame for it goes the same way (kvf_conn_pick). */
+	enqueue_frame(kvf_conn_pick(c, room_id), f);
+	*conn = c->id;
+	kvf_conn_put(c);
+	return 0;
+}
+
+/* A room's writes all go on one QP of the peer connection, picked by its
+ * wr_id (the same in post, cancel and every completion), so its final
+ * WRITE_WITH_IMM follows all of them. On the prefill side, where writes are
+ * posted, every connection is one QP: the one the room's ROOM_INFO came on. */
+static int op_post_writes(void *tp, uint32_t conn, uint64_t wr_id, uint32_t imm,
+			  const uint32_t *src, const uint32_t *dst, uint32_t n)
+{
+	struct kvf_rdma *t = tp;
+	struct kvf_conn *g = kvf_conn_get(t, conn), *c;
+	const struct kvf_peer_pool *pp;
+	int rc;
+
+	if (!g)
+		return -ENOTCONN;
+	c = kvf_conn_pick(g, wr_id);
+	if (atomic_load(&c->state) != KVF_CONN_ESTABLISHED) {
+		rc = -ENOTCONN;
+		goto out;
+	}
+	/* Acquire: pairs with the poller's release store in on_hello. */
+	pp = atomic_load_explicit(&c->peer_pool, memory_order_acquire);
+	rc = check_room(t, c, pp, src, dst, n);
+	if (rc)
+		goto out;
+	rc = kvf_sendq_add_room(&c->sq, t->pool->wr_bufs, pp->bufs, pp->nbufs, wr_id, imm,
+				src, dst, n);
+	if (rc > 0)
+		conn_flush(c);
+out:
+	kvf_conn_put(g);
+	return rc;
+}
+
+static int op_cancel_writes(void *tp, uint32_t conn, uint64_t wr_id)
+{
+	struct kvf_conn *g = kvf_conn_get(tp, conn);
+	int dropped;
+
+	if (!g)
+		return 0;
+	dropped = kvf_sendq_cancel(&kvf_conn_pick(g, wr_id)->sq, wr_id);
+	kvf_conn_put(g);
+	return dropped;
+}
+
+/* ABORT and ABORT_ACK go on the QP of the room's ROOM_INFO (picked by room
+ * id, as send_room_info did): an ABORT from the decode side then follows
+ * the room's whole ROOM_INFO sequence. Ordering after the room's writes is
+ * not what the QP choice gives: the engine sends ABORT_ACK, and a sender's
+ * ABORT, only once the room has no posted write left (room.c, send_owed),
+ * so any QP would be safe for those; on the prefill side, which sends them,
+ * every connection is one QP anyway. */
+static int send_small(struct kvf_rdma *t, uint32_t conn, uint64_t room_id, struct kvf_pframe *f)
+{
+	struct kvf_conn *g = kvf_conn_get(t, conn), *c = g ? kvf_conn_pick(g, room_id) : NULL;
+
+	if (!c || atomic_load(&c->state) >= KVF_CONN_DEAD) {
+		free(f);
+		kvf_conn_put(g);
+		return -ENOTCONN;
+	}
+	enqueue_frame(c, f);
+	kvf_conn_put(g);
+	return 0;
+}
+
+static int op_send_abort(void *tp, uint32_t conn, uint64_t room_id, uint8_t to_role,
+			 uint16_t reason)
+{
+	struct kvf_pframe *f = frame_alloc(KVF_PROTO_ABORT_LEN);
+
+	if (!f)
+		return -ENOMEM;
+	kvf_proto_encode_abort(f->data, f->len, room_id, to_role, reason);
+	return send_small(tp, conn, room_id, f);
+}
+
+static int op_send_abort_ack(void *tp, uint32_t conn, uint64_t room_id)
+{
+	struct kvf_pframe *f = frame_alloc(KVF_PROTO_HDR_LEN);
+
+	if (!f)
+		return -ENOMEM;
+	kvf_proto_encode_abort_ack(f->data, f->len, room_id);
+	return send_small(tp, conn, room_id, f);
+}
+
+static void op_teardown(void *tp, uint32_t conn, const char *why)
+{
+	struct kvf_conn *c = kvf_conn_get(tp, conn);
+
+	if (!c)
+		return;
+	kvf_info("rdma", "engine tears down connection %u (%s): %s", conn, c->peer,
+		 why ? why : "no reason given");
+	request_teardown(c, KVF_FAIL_PEER_LOST);
+	kvf_conn_put(c);
+}
+
+static bool op_on_wc(void *tp, const struct kvf_event *ev)
+{
+	enum kvf_wr_kind kind = kvf_wr_kind(ev->key);
+	struct kvf_conn *c;
+
+	if (kind != KVF_WR_DATA && kind != KVF_WR_CTRL)
+		return false;
+	/* The QP it completed on: a control SEND names its connection in the
+	 * wr_id; a write was posted on the QP its wr_id picks. */
+	if (kind == KVF_WR_CTRL) {
+		c = kvf_conn_get(tp, kvf_wr_gen(ev->key));
+	} else {
+		struct kvf_conn *g = kvf_conn_get(tp, ev->peer);
+
+		c = g ? kvf_conn_pick(g, ev->key) : NULL;
+		if (c != g) {
+			if (c)
+				kvf_conn_ref(c);
+			kvf_conn_put(g);
+		}
+	}
+	if (c) {
+		uint32_t slot = kvf_wr_slot(ev->key);
+
+		if (kind == KVF_WR_CTRL && slot < c->tx_n)
+			c->tx_free[c->tx_nfree++] = slot;
+		if (ev->status == IBV_WC_SUCCESS)
+			kvf_sendq_completed(&c->sq);
+		conn_flush(c);
+		kvf_conn_put(c);
+	}
+	return kind == KVF_WR_DATA;
+}
+
+/* Heartbeats, and whatever waits for a connection that just came up. */
+static int op_progress(void *tp, uint64_t now_ns)
+{
+	struct kvf_rdma *t = tp;
+	struct kvf_conn *live[64];
+	uint64_t now = kvf_rdma_now_ns(); /* the poller's clock, not the engine's */
+	uint64_t hb = (uint64_t)t->cfg.heartbeat_interval_ms * 1000000ull;
+	uint32_t n = 0, start = 0;
+
+	if (now - t->last_scan_ns < PROGRESS_EVERY_NS)
+		return 0;
+	t->last_scan_ns = now;
+	do {
+		n = 0;
+		pthread_mutex_lock(&t->lock);
+		for (; start < KVF_MAX_CONNS && n < 64; start++) {
+			struct kvf_conn *c = t->conns[start];
+
+			if (c && atomic_load(&c->state) == KVF_CONN_ESTABLISHED) {
+				kvf_conn_ref(c);
+				live[n++] = c;
+			}
+		}
+		pthread_mutex_unlock(&t->lock);
+		for (uint32_t i = 0; i < n; i++) {
+			struct kvf_conn *c = live[i];
+			struct kvf_pframe *f;
+
+			if (hb && now - c->last_hb_ns >= hb && (f = frame_alloc(KVF_PROTO_HDR_LEN))) {
+				kvf_proto_encode_heartbeat(f->data, f->len);
+				c->last_hb_ns = now;
+				enqueue_frame(c, f);
+			} else {
+				conn_flush(c);
+			}
+			kvf_conn_put(c);
+		}
+	} while (start < KVF_MAX_CONNS);
+	return 0;
+}
+
+const struct kvf_transport_ops kvf_rdma_ops = {
+	.pool_register = op_pool_register,
+	.send_room_info = op_send_room_info,
+	.post_writes = op_post_writes,
+	.cancel_writes = op_cancel_writes,
+	.send_abort = op_send_abort,
+	.send_abort_ack = op_send_abort_ack,
+	.teardown = op_teardown,
+	.on_wc = op_on_wc,
+	.progress = op_progress,
+	.close = kvf_rdma_close,
+};
+

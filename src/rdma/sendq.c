@@ -1,0 +1,299 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "sendq.h"
+
+#include <arpa/inet.h>
+#include <assert.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+static void check_credits(const struct kvf_sendq *sq)
+{
+	/* The invariant of sendq.h: every entry is free, held by a signaled
+	 * WR in flight, or stranded by a failed post. */
+	assert(sq->credits + sq->held + sq->stranded == sq->depth);
+	(void)sq;
+}
+
+int kvf_sendq_init(struct kvf_sendq *sq, uint32_t id, uint32_t depth, uint32_t max_sge,
+		   uint32_t signal_every, kvf_sq_post_fn post, void *post_ctx)
+{
+	memset(sq, 0, sizeof(*sq));
+	if (!depth || !max_sge || !signal_every || !post)
+		return -EINVAL;
+	sq->id = id;
+	sq->depth = depth;
+	sq->max_sge = max_sge < KVF_SQ_MAX_SGE ? max_sge : KVF_SQ_MAX_SGE;
+	sq->signal_every = signal_every < depth ? signal_every : depth;
+	sq->post = post;
+	sq->post_ctx = post_ctx;
+	sq->credits = depth;
+	/* Each signaled WR in flight holds one entry at least: depth of them
+	 * at most, and one slot more tells a full ring from an empty one. */
+	sq->sig_cap = depth + 1;
+	sq->sig = calloc(sq->sig_cap, sizeof(*sq->sig));
+	sq->wrs = calloc(depth, sizeof(*sq->wrs));
+	if (!sq->sig || !sq->wrs) {
+		kvf_sendq_fini(sq);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void kvf_sendq_fini(struct kvf_sendq *sq)
+{
+	free(sq->sig);
+	free(sq->pend);
+	free(sq->wrs);
+	sq->sig = NULL;
+	sq->pend = NULL;
+	sq->wrs = NULL;
+}
+
+/* ------------------------------------------------------------ credits */
+
+/* A signaled WR went in: it frees `entries` when it completes (itself and
+ * the unsignaled ones before it). */
+static void sig_push(struct kvf_sendq *sq, uint32_t entries)
+{
+	sq->sig[sq->sig_tail] = entries;
+	sq->sig_tail = (sq->sig_tail + 1) % sq->sig_cap;
+	sq->credits -= entries;
+	sq->held += entries;
+}
+
+void kvf_sendq_completed(struct kvf_sendq *sq)
+{
+	if (sq->sig_head == sq->sig_tail)
+		return;
+	sq->credits += sq->sig[sq->sig_head];
+	sq->held -= sq->sig[sq->sig_head];
+	sq->sig_head = (sq->sig_head + 1) % sq->sig_cap;
+	check_credits(sq);
+}
+
+/* Post n chained WRs; *posted gets how many went in. */
+static int post_chain(struct kvf_sendq *sq, struct ibv_send_wr *first, uint32_t n,
+		      uint32_t *posted)
+{
+	struct ibv_send_wr *bad = first;
+	int rc = sq->post(sq->post_ctx, first, &bad);
+
+	*posted = 0;
+	if (!rc) {
+		*posted = n;
+		return 0;
+	}
+	for (struct ibv_send_wr *w = first; w && w != bad; w = w->next)
+		(*posted)++;
+	if (rc != -ENOTCONN)
+		kvf_err("sendq", "connection %u: posting to the send queue: %s (%u of %u posted)",
+			sq->id, strerror(-rc), *posted, n);
+	return rc;
+}
+
+int kvf_sendq_post_one(struct kvf_sendq *sq, struct ibv_send_wr *wr)
+{
+	uint32_t posted;
+	int rc;
+
+	if (!sq->credits)
+		return -ENOSPC;
+	wr->next = NULL;
+	wr->send_flags |= IBV_SEND_SIGNALED;
+	rc = post_chain(sq, wr, 1, &posted);
+	if (!rc)
+		sig_push(sq, 1);
+	check_credits(sq);
+	return rc;
+}
+
+/* ------------------------------------------------------------ posting */
+
+static void desc_to_wr(const struct kvf_wdesc *d, struct ibv_send_wr *wr)
+{
+	memset(wr, 0, sizeof(*wr));
+	wr->wr_id = d->wr_id;
+	wr->sg_list = (struct ibv_sge *)d->sge;
+	wr->num_sge = d->nsge;
+	wr->opcode = d->flags & KVF_WD_IMM ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
+	wr->imm_data = htonl(d->imm);
+	wr->send_flags = d->flags & KVF_WD_SIGNALED ? IBV_SEND_SIGNALED : 0;
+	wr->wr.rdma.remote_addr = d->raddr;
+	wr->wr.rdma.rkey = d->rkey;
+}
+
+/* Chain the waiting writes that fit the credits into sq->wrs. Returns how
+ * many to post: up to the last signaled one, 0 when none is signaled. */
+static uint32_t chain_segments(struct kvf_sendq *sq)
+{
+	uint32_t n = 0, cut = 0;
+
+	for (size_t i = sq->pend_head; i < sq->pend_tail && n < sq->credits; i++) {
+		desc_to_wr(&sq->pend[i], &sq->wrs[n]);
+		if (n)
+			sq->wrs[n - 1].next = &sq->wrs[n];
+		if (sq->pend[i].flags & KVF_WD_SIGNALED)
+			cut = n + 1;
+		n++;
+	}
+	if (cut)
+		sq->wrs[cut - 1].next = NULL;
+	return cut;
+}
+
+int kvf_sendq_post_writes(struct kvf_sendq *sq)
+{
+	int rc = 0;
+
+	while (!rc && sq->pend_head < sq->pend_tail && sq->credits) {
+		uint32_t cut = chain_segments(sq), posted, since = 0;
+
+		if (!cut)
+			break; /* the next segment needs more room than is free */
+		rc = post_chain(sq, sq->wrs, cut, &posted);
+		for (uint32_t k = 0; k < posted; k++) {
+			since++;
+			if (sq->wrs[k].send_flags & IBV_SEND_SIGNALED) {
+				sig_push(sq, since);
+				since = 0;
+			}
+		}
+		/* A failed post can stop mid-segment: those WRs are in, and
+		 * flush when the QP errors, but no completion covers them. */
+		sq->credits -= since;
+		sq->stranded += since;
+		sq->pend_head += posted;
+		check_credits(sq);
+	}
+	if (sq->pend_head == sq->pend_tail)
+		sq->pend_head = sq->pend_tail = 0;
+	return rc;
+}
+
+int kvf_sendq_cancel(struct kvf_sendq *sq, uint64_t wr_id)
+{
+	size_t w = sq->pend_head;
+	int dropped = 0;
+
+	for (size_t r = sq->pend_head; r < sq->pend_tail; r++) {
+		if (sq->pend[r].wr_id == wr_id) {
+			dropped += !!(sq->pend[r].flags & KVF_WD_SIGNALED);
+			continue;
+		}
+		sq->pend[w++] = sq->pend[r];
+	}
+	sq->pend_tail = w;
+	return dropped;
+}
+
+/* ----------------------------------------------------------- building */
+
+static int pend_reserve(struct kvf_sendq *sq, size_t more)
+{
+	struct kvf_wdesc *p;
+	size_t cap;
+
+	if (sq->pend_head && sq->pend_tail + more > sq->pend_cap) {
+		memmove(sq->pend, sq->pend + sq->pend_head,
+			(sq->pend_tail - sq->pend_head) * sizeof(*sq->pend));
+		sq->pend_tail -= sq->pend_head;
+		sq->pend_head = 0;
+	}
+	if (sq->pend_tail + more <= sq->pend_cap)
+		return 0;
+	cap = sq->pend_cap ? sq->pend_cap : 256;
+	while (cap < sq->pend_tail + more)
+		cap *= 2;
+	p = realloc(sq->pend, cap * sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	sq->pend = p;
+	sq->pend_cap = cap;
+	return 0;
+}
+
+/* One buffer's WRs: runs contiguous on the remote side become one WRITE;
+ * within a run, local pieces that are not contiguous become extra SGEs
+ * (up to max_sge), contiguous ones grow the current SGE. A block is at most
+ * KVF_SQ_MAX_WR_BYTES (pool registration), so every SGE length fits. */
+static void build_buffer(struct kvf_sendq *sq, const struct kvf_sq_buf *lb,
+			 const struct kvf_sq_buf *rb, uint64_t wr_id,
+			 const uint32_t *src, const uint32_t *dst, uint32_t n)
+{
+	uint64_t bs = lb->block_size;
+
+	for (uint32_t i = 0; i < n;) {
+		struct kvf_wdesc *d = &sq->pend[sq->pend_tail++];
+		uint64_t bytes = bs;
+		uint32_t j;
+
+		memset(d, 0, sizeof(*d));
+		d->wr_id = wr_id;
+		d->raddr = rb->addr + dst[i] * bs;
+		d->rkey = rb->key;
+		d->sge[0] = (struct ibv_sge){.addr = lb->addr + src[i] * bs,
+					     .length = (uint32_t)bs, .lkey = lb->key};
+		d->nsge = 1;
+		for (j = i + 1; j < n && dst[j] == dst[j - 1] + 1 &&
+				bytes + bs <= KVF_SQ_MAX_WR_BYTES; j++) {
+			if (src[j] == src[j - 1] + 1) {
+				d->sge[d->nsge - 1].length += (uint32_t)bs;
+			} else if (d->nsge < sq->max_sge) {
+				d->sge[d->nsge++] = (struct ibv_sge){
+					.addr = lb->addr + src[j] * bs,
+					.length = (uint32_t)bs, .lkey = lb->key};
+			} else {
+				break;
+			}
+			bytes += bs;
+		}
+		i = j;
+	}
+}
+
+/* Every signal_every-th WR from first on is signaled, and the last one,
+ * which also carries the immediate. Returns how many are signaled. */
+static int mark_signals(struct kvf_sendq *sq, size_t first, uint32_t imm)
+{
+	int sig = 0;
+
+	for (size_t k = first; k < sq->pend_tail; k++) {
+		bool last = k + 1 == sq->pend_tail;
+
+		if (last || (k - first + 1) % sq->signal_every == 0) {
+			sq->pend[k].flags |= KVF_WD_SIGNALED;
+			sig++;
+		}
+		if (last) {
+			sq->pend[k].flags |= KVF_WD_IMM;
+			sq->pend[k].imm = imm;
+		}
+	}
+	return sig;
+}
+
+int kvf_sendq_add_room(struct kvf_sendq *sq, const struct kvf_sq_buf *local,
+		       const struct kvf_sq_buf *remote, uint32_t nbufs, uint64_t wr_id,
+		       uint32_t imm, const uint32_t *src, const uint32_t *dst, uint32_t n)
+{
+	/* At most one WR per block per buffer, and one when n is 0. */
+	size_t first, most = (size_t)nbufs * n + 1;
+
+	if (pend_reserve(sq, most))
+		return -ENOMEM;
+	first = sq->pend_tail;
+	for (uint32_t b = 0; b < nbufs && n; b++)
+		build_buffer(sq, &local[b], &remote[b], wr_id, src, dst, n);
+	if (!n) { /* nothing to copy: the immediate alone says "done" */
+		struct kvf_wdesc *d = &sq->pend[sq->pend_tail++];
+
+		memset(d, 0, sizeof(*d));
+		d->wr_id = wr_id;
+		d->rkey = remote[0].key;
+		d->raddr = remote[0].addr;
+	}
+	return mark_signals(sq, first, imm);
+}
