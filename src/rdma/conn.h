@@ -5,8 +5,9 @@
  *
  * Several queue pairs per peer (rdma.qps_per_peer > 1, decode side). Under
  * rdma_cm every RC QP is a connection of its own, so a peer connection is a
- * group of N struct kvf_conn, each with its own cm_id, QP, CQ and buffers.
- * The engine sees one id, the group's: the id of its first QP (the lead).
+ * group of N struct kvf_conn, each with its own cm_id, QP, CQ and buffers
+ * (struct kvf_qp_group, held by the lead). The engine sees one id, the
+ * group's: the id of its first QP (the lead).
  * - A room's frames all go on one QP, picked by its room id (kvf_conn_pick):
  *   its ROOM_INFO sequence, and any ABORT after it. The prefill side takes
  *   every accepted QP as a connection of its own: a room's writes (and the
@@ -71,6 +72,17 @@ struct kvf_peer_pool {
 	struct kvf_sq_buf bufs[];  /* key: the buffer's rkey */
 };
 
+/* The QPs of one peer connection (rdma.qps_per_peer > 1), held by the
+ * lead; a lone QP has none and is a group of one. Built by the scheduler
+ * (kvf_qp_group_connect) and fixed before the members are `ready`; read by
+ * both threads after that. */
+struct kvf_qp_group {
+	uint32_t n;                  /* members so far: all of them once ready */
+	uint32_t want;               /* rdma.qps_per_peer */
+	struct kvf_conn *qp[];       /* qp[0] is the lead; each other one holds a
+	                                reference, dropped when the lead is freed */
+};
+
 #define KVF_DRAIN_SLOT KVF_SLOT_MASK /* wr_id slot of the drain markers */
 #define KVF_MIN_RNR_TIMER 12         /* RTR min_rnr_timer: 0.64 ms (IB spec table) */
 
@@ -81,10 +93,7 @@ struct kvf_conn {
 	atomic_int refs;
 	struct kvf_rdma *t;
 	bool active;                   /* we connected (decode side) */
-	/* The group, fixed before `ready`; scheduler and poller read it. */
-	uint32_t nqp;                  /* lead: QPs of the peer connection */
-	struct kvf_conn **qps;         /* lead with nqp > 1: qps[0] is the lead,
-	                                  each other holds a reference */
+	struct kvf_qp_group *members;  /* lead of a group of more than one, else NULL */
 	atomic_bool ready;             /* active: its group is whole, the poller
 	                                  may start it */
 	bool polled;                   /* poller: in the poll list */
@@ -144,6 +153,20 @@ struct kvf_conn *kvf_conn_find_peer(struct kvf_rdma *t, const char *peer);
  * frames, a wr_id for writes): always the same one for the same key. No
  * reference taken: valid while g is held. */
 struct kvf_conn *kvf_conn_pick(struct kvf_conn *g, uint64_t key);
+/* QPs in lead's group (1 for a lone QP), and the i-th of them. */
+static inline uint32_t kvf_qp_group_size(const struct kvf_conn *lead)
+{
+	return lead->members ? lead->members->n : 1;
+}
+static inline struct kvf_conn *kvf_qp_group_at(struct kvf_conn *lead, uint32_t i)
+{
+	return lead->members ? lead->members->qp[i] : lead;
+}
+/* Scheduler: a new peer connection to peer, rdma.qps_per_peer QPs each
+ * connecting on its own once the poller starts them. Returns 0 and *lead
+ * (referenced), or -errno from kvf_conn_new (logged; what exists of the
+ * group is torn down whole by the poller). */
+int kvf_qp_group_connect(struct kvf_rdma *t, const char *peer, struct kvf_conn **lead);
 void kvf_conn_ref(struct kvf_conn *c);
 void kvf_conn_put(struct kvf_conn *c);
 /* Drop the table's reference. */

@@ -233,57 +233,16 @@ static int op_pool_register(void *tp, const struct kvf_pool_layout *layout)
 	return kvf_pool_create(t->pd, layout, &t->pool);
 }
 
-/* The peer connection to peer: the live one, or a new group of
- * rdma.qps_per_peer connections (conn.h), each connecting on its own. *out
- * is the lead, referenced. */
+/* The peer connection to peer: the live one, or a new QP group. *out is
+ * the lead, referenced. */
 static int get_or_connect(struct kvf_rdma *t, const char *peer, struct kvf_conn **out)
 {
-	uint32_t nqp = t->cfg.qps_per_peer ? t->cfg.qps_per_peer : 1;
-	struct kvf_conn *g, *m;
-	int rc = 0;
-
 	*out = kvf_conn_find_peer(t, peer);
 	if (*out)
 		return 0;
 	if (atomic_load(&t->dev_dead))
 		return -ENODEV;
-	rc = kvf_conn_new(t, true, peer, 0, &g);
-	if (rc)
-		return rc;
-	if (nqp > 1) {
-		g->qps = calloc(nqp, sizeof(*g->qps));
-		if (!g->qps)
-			rc = -ENOMEM;
-		else
-			g->qps[0] = g;
-	}
-	while (!rc && g->nqp < nqp) {
-		rc = kvf_conn_new(t, true, peer, g->id, &m);
-		if (!rc)
-			g->qps[g->nqp++] = m; /* the group keeps our reference */
-	}
-	if (rc) {
-		/* The poller takes the part that exists down whole. */
-		kvf_err("rdma", "peer connection %u to %s: %u of %u queue pairs: %s", g->id, peer,
-			g->nqp, nqp, strerror(-rc));
-		atomic_store(&g->teardown_req, KVF_FAIL_CONNECT);
-	}
-	/* Release: the poller starts them only once the group is whole. */
-	for (uint32_t i = 0; i < g->nqp; i++)
-		atomic_store_explicit(&(g->qps ? g->qps[i] : g)->ready, true, memory_order_release);
-	if (nqp > 1 && !rc)
-		kvf_info("rdma", "connecting to %s (peer connection %u: %u queue pairs, "
-			 "connections %u..%u)", peer, g->id, nqp, g->id, g->qps[nqp - 1]->id);
-	else if (!rc)
-		kvf_info("rdma", "connecting to %s (connection %u)", peer, g->id);
-	atomic_store(&t->new_conns, true);
-	kvf_rdma_wake(t);
-	if (rc) {
-		kvf_conn_put(g);
-		return rc;
-	}
-	*out = g;
-	return 0;
+	return kvf_qp_group_connect(t, peer, out);
 }
 
 /* The list goes as one ROOM_INFO sequence (proto.h), split at post time
