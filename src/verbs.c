@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "log.h"
@@ -39,21 +40,43 @@ const char *kvf_wc_hint(int status)
 	}
 }
 
-enum kvf_async_class kvf_async_classify(enum ibv_event_type type)
+/* Port events: element.port_num says which port. */
+static bool port_event(enum ibv_event_type type)
 {
 	switch (type) {
+	case IBV_EVENT_PORT_ACTIVE:
+	case IBV_EVENT_PORT_ERR:
+	case IBV_EVENT_LID_CHANGE:
+	case IBV_EVENT_PKEY_CHANGE:
+	case IBV_EVENT_SM_CHANGE:
+	case IBV_EVENT_CLIENT_REREGISTER:
+	case IBV_EVENT_GID_CHANGE:
+		return true;
+	default:
+		return false;
+	}
+}
+
+enum kvf_async_class kvf_async_classify(const struct ibv_async_event *ae, uint8_t port)
+{
+	if (port_event(ae->event_type) && ae->element.port_num != (int)port)
+		return KVF_ASYNC_OTHER_PORT;
+	switch (ae->event_type) {
 	case IBV_EVENT_QP_FATAL:
 	case IBV_EVENT_QP_REQ_ERR:
 	case IBV_EVENT_QP_ACCESS_ERR:
 	case IBV_EVENT_PATH_MIG_ERR:
 		return KVF_ASYNC_QP_FATAL;
-	case IBV_EVENT_DEVICE_FATAL:
-	case IBV_EVENT_PORT_ERR:
-	/* The CQ overran: completions are lost, no count can be trusted. */
+	/* The CQ overran: its completions are lost, no count of its
+	 * connection can be trusted. The others' CQs are fine. */
 	case IBV_EVENT_CQ_ERR:
-	case IBV_EVENT_SRQ_ERR:
-	case IBV_EVENT_WQ_FATAL:
+		return KVF_ASYNC_CQ_FATAL;
+	case IBV_EVENT_PORT_ERR:
+		return KVF_ASYNC_PORT_FATAL;
+	case IBV_EVENT_DEVICE_FATAL:
 		return KVF_ASYNC_DEV_FATAL;
+	/* SRQ_ERR, WQ_FATAL: we create no SRQ or WQ; on a context rdma_cm
+	 * shares in the process they are someone else's. */
 	default:
 		return KVF_ASYNC_INFO;
 	}

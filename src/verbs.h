@@ -12,13 +12,17 @@
  * Never NULL ("" when there is nothing to add). */
 const char *kvf_wc_hint(int status);
 
-/* How bad an asynchronous event is. */
+/* What an asynchronous event takes down, for a transport on one port. */
 enum kvf_async_class {
-	KVF_ASYNC_INFO = 0,  /* log it */
-	KVF_ASYNC_QP_FATAL,  /* that queue pair's connection is gone */
-	KVF_ASYNC_DEV_FATAL, /* every connection on the device is gone */
+	KVF_ASYNC_INFO = 0,    /* log it */
+	KVF_ASYNC_QP_FATAL,    /* that queue pair's connection (element.qp) */
+	KVF_ASYNC_CQ_FATAL,    /* that completion queue's connection (element.cq):
+	                          each connection has a CQ of its own */
+	KVF_ASYNC_PORT_FATAL,  /* our port: every connection (they are all on it) */
+	KVF_ASYNC_OTHER_PORT,  /* a port event for a port we do not use: ignored */
+	KVF_ASYNC_DEV_FATAL,   /* every connection on the device */
 };
-enum kvf_async_class kvf_async_classify(enum ibv_event_type type);
+enum kvf_async_class kvf_async_classify(const struct ibv_async_event *ae, uint8_t port);
 
 /* Open the device named name ("" = the first with an ACTIVE port) among
  * devs (as rdma_get_devices returns them). *port gets the port to use:

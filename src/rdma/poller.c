@@ -299,39 +299,80 @@ static struct kvf_conn *by_qp_num(struct kvf_rdma *t, uint32_t qp_num)
 	return NULL;
 }
 
+static struct kvf_conn *by_cq(struct kvf_rdma *t, const struct ibv_cq *cq)
+{
+	for (uint32_t i = 0; i < t->np; i++)
+		if (t->plist[i]->cq && t->plist[i]->cq == cq)
+			return t->plist[i];
+	return NULL;
+}
+
+static void fail_all(struct kvf_rdma *t, const char *why)
+{
+	kvf_err("poller", "%s: failing every connection", why);
+	for (uint32_t i = 0; i < t->np; i++)
+		kvf_conn_teardown(t->plist[i], KVF_FAIL_DEVICE, why);
+}
+
+/* Data arrived on a QP whose connection rdma_cm has not seen established
+ * (the RTU is late or lost). The QP is ours, not rdma_cm's, so rdma_cm
+ * learns it only from us. */
+static void on_comm_est(struct kvf_rdma *t, const struct ibv_async_event *ae)
+{
+	struct kvf_conn *c = by_qp_num(t, ae->element.qp->qp_num);
+
+	if (c && c->cm_id)
+		rdma_notify(c->cm_id, IBV_EVENT_COMM_EST);
+	if (c && !c->active)
+		kvf_conn_set_established(c, "COMM_EST");
+}
+
+/* One event, taking down only what it names: a QP's or a CQ's connection,
+ * every connection for our port or the device; an event for another port
+ * is counted and ignored. */
+static void on_async_event(struct kvf_rdma *t, const struct ibv_async_event *ae)
+{
+	struct kvf_conn *c = NULL;
+	char why[128];
+
+	snprintf(why, sizeof(why), "async event %s on %s", ibv_event_type_str(ae->event_type),
+		 ibv_get_device_name(t->ctx->device));
+	switch (kvf_async_classify(ae, t->port)) {
+	case KVF_ASYNC_QP_FATAL:
+		c = by_qp_num(t, ae->element.qp->qp_num);
+		break;
+	case KVF_ASYNC_CQ_FATAL:
+		c = by_cq(t, ae->element.cq);
+		break;
+	case KVF_ASYNC_PORT_FATAL:
+		fail_all(t, why);
+		break;
+	case KVF_ASYNC_DEV_FATAL:
+		atomic_store(&t->dev_dead, true);
+		fail_all(t, why);
+		break;
+	case KVF_ASYNC_OTHER_PORT:
+		t->async_other_port++;
+		kvf_info("poller", "%s port %d, not ours (%u): ignored (%" PRIu64 " so far)", why,
+			 ae->element.port_num, t->port, t->async_other_port);
+		break;
+	default:
+		if (ae->event_type == IBV_EVENT_COMM_EST)
+			on_comm_est(t, ae);
+		else
+			kvf_info("poller", "%s", why);
+		break;
+	}
+	if (c)
+		kvf_conn_teardown(c, KVF_FAIL_DEVICE, why);
+}
+
 static void on_async_events(struct kvf_rdma *t)
 {
 	struct ibv_async_event ae;
-	char why[128];
 
 	while (!ibv_get_async_event(t->ctx, &ae)) {
-		enum kvf_async_class cls = kvf_async_classify(ae.event_type);
-		struct kvf_conn *c;
-
-		snprintf(why, sizeof(why), "async event %s on %s",
-			 ibv_event_type_str(ae.event_type), ibv_get_device_name(t->ctx->device));
-		if (cls == KVF_ASYNC_QP_FATAL) {
-			c = by_qp_num(t, ae.element.qp->qp_num);
-			if (c)
-				kvf_conn_teardown(c, KVF_FAIL_DEVICE, why);
-		} else if (cls == KVF_ASYNC_DEV_FATAL) {
-			kvf_err("poller", "%s: failing every connection", why);
-			if (ae.event_type == IBV_EVENT_DEVICE_FATAL)
-				atomic_store(&t->dev_dead, true);
-			for (uint32_t i = 0; i < t->np; i++)
-				kvf_conn_teardown(t->plist[i], KVF_FAIL_DEVICE, why);
-		} else if (ae.event_type == IBV_EVENT_COMM_EST) {
-			/* Data arrived on a QP whose connection rdma_cm has not
-			 * seen established (the RTU is late or lost). The QP is
-			 * ours, not rdma_cm's, so rdma_cm learns it only from us. */
-			c = by_qp_num(t, ae.element.qp->qp_num);
-			if (c && c->cm_id)
-				rdma_notify(c->cm_id, IBV_EVENT_COMM_EST);
-			if (c && !c->active)
-				kvf_conn_set_established(c, "COMM_EST");
-		} else {
-			kvf_info("poller", "%s", why);
-		}
+		on_async_event(t, &ae);
 		ibv_ack_async_event(&ae);
 	}
 }

@@ -73,6 +73,7 @@ struct kvf_rdma {
 	struct kvf_conn **plist;
 	uint32_t np;
 	struct ibv_wc *wcs;           /* rdma.poll_batch of them, allocated at create */
+	uint64_t async_other_port;    /* async events for a port not ours, ignored */
 };
 
 /* The ops (ops.c), and the close op (device.c: the unwinding of create). */
