@@ -361,9 +361,40 @@ static void post_drain_markers(struct kvf_conn *c)
 		c->rq_drained = true;
 }
 
-/* One QP: to error (synchronous: once it returns no inbound write can land),
- * drain markers, disconnect. false when it was down already. */
-static bool kill_one(struct kvf_conn *c, uint16_t reason, const char *why)
+/* Under c->lock. To error (synchronous: once it returns no inbound write
+ * can land) and the drain markers. A QP that cannot be moved to error may
+ * still take the peer's writes: it is destroyed instead, which stops them
+ * as surely. Returns false when neither worked (logged): the rooms on it
+ * must not be declared quiescent. */
+static bool stop_qp(struct kvf_conn *c)
+{
+	int rc;
+
+	if (!c->qp) {
+		c->sq_drained = c->rq_drained = true;
+		return true;
+	}
+	if (!kvf_verbs_qp_to_error(c->qp)) {
+		post_drain_markers(c);
+		return true;
+	}
+	rc = ibv_destroy_qp(c->qp);
+	if (rc) {
+		kvf_err("conn", "connection %u: qp 0x%x could be neither moved to error nor "
+			"destroyed (%s): the peer may still write into the rooms on it, so they "
+			"are not declared quiescent", c->id, c->qp_num, strerror(rc));
+		return false;
+	}
+	kvf_warn("conn", "connection %u: qp 0x%x destroyed instead of moved to error: nothing "
+		 "more lands; its posted work will not flush", c->id, c->qp_num);
+	c->qp = NULL;
+	c->sq_drained = c->rq_drained = true;
+	return true;
+}
+
+/* One QP: stopped (stop_qp), disconnected. Returns false when it was down
+ * already; *unsafe set when its QP could not be stopped. */
+static bool kill_one(struct kvf_conn *c, uint16_t reason, const char *why, bool *unsafe)
 {
 	int st;
 
@@ -375,12 +406,8 @@ static bool kill_one(struct kvf_conn *c, uint16_t reason, const char *why)
 	}
 	atomic_store(&c->state, KVF_CONN_DEAD);
 	kvf_proto_reasm_clear(&c->reasm); /* a ROOM_INFO cut short by the loss */
-	if (c->qp) {
-		kvf_verbs_qp_to_error(c->qp);
-		post_drain_markers(c);
-	} else {
-		c->sq_drained = c->rq_drained = true;
-	}
+	if (!stop_qp(c))
+		*unsafe = true;
 	pthread_mutex_unlock(&c->lock);
 	if (c->cm_id && st >= KVF_CONN_CONNECTING)
 		rdma_disconnect(c->cm_id); /* tell the peer now, not at its timeout */
@@ -400,9 +427,10 @@ void kvf_conn_teardown(struct kvf_conn *c, uint16_t reason, const char *why)
 {
 	struct kvf_event ev = {.kind = KVF_EV_PEER_LOST, .peer = c->group, .status = reason};
 	struct kvf_conn *lead = c->group == c->id ? c : kvf_conn_get(c->t, c->group);
+	bool unsafe = false;
 	char also[200];
 
-	if (!kill_one(c, reason, why))
+	if (!kill_one(c, reason, why, &unsafe))
 		goto out;
 	if (!lead) /* not reached: the group went down whole, with its lead */
 		goto out;
@@ -412,7 +440,15 @@ void kvf_conn_teardown(struct kvf_conn *c, uint16_t reason, const char *why)
 		 c->group);
 	for (uint32_t i = 0; i < kvf_qp_group_size(lead); i++)
 		if (kvf_qp_group_at(lead, i) != c)
-			kill_one(kvf_qp_group_at(lead, i), reason, also);
+			kill_one(kvf_qp_group_at(lead, i), reason, also, &unsafe);
+	if (unsafe) {
+		/* PEER_LOST would hand the rooms' memory back while a write may
+		 * still land in it: they stay FAILED and unquiescent (kvf_dump
+		 * shows them), which is the truth. */
+		kvf_err("conn", "peer connection %u: PEER_LOST withheld: a queue pair of it "
+			"could not be stopped", c->group);
+		goto out;
+	}
 	/* The why goes with the event: it becomes each room's failure text
 	 * (a reject reason, the first error completion, the heartbeat miss). */
 	ev.data = why ? strdup(why) : NULL;

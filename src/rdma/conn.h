@@ -179,9 +179,11 @@ void kvf_conn_start(struct kvf_conn *c);
 /* Handle one rdma_cm event (not yet acked). Returns an id the caller must
  * destroy after acking the event (a rejected request), or NULL. */
 struct rdma_cm_id *kvf_conn_cm_event(struct kvf_rdma *t, struct rdma_cm_event *ev);
-/* Tear down once: QP to error, drain markers, disconnect, and the same for
- * every other QP of its group; then PEER_LOST for the group id with reason
- * (enum kvf_fail_reason). Later calls (for any QP of it) do nothing. */
+/* Tear down once: QP to error (destroyed instead if that fails), drain
+ * markers, disconnect, and the same for every other QP of its group; then
+ * PEER_LOST for the group id with reason (enum kvf_fail_reason), unless a
+ * QP could be neither moved to error nor destroyed (logged: its rooms stay
+ * unquiescent). Later calls (for any QP of it) do nothing. */
 void kvf_conn_teardown(struct kvf_conn *c, uint16_t reason, const char *why);
 /* CONNECTING -> ESTABLISHED (once; later calls do nothing). The passive
  * side also calls it on the first frame received: the active side may send
