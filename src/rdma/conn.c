@@ -486,7 +486,8 @@ void kvf_conn_set_established(struct kvf_conn *c, const char *how)
 	atomic_store(&c->last_heard_ns, kvf_rdma_now_ns());
 	pthread_mutex_lock(&c->lock);
 	if (atomic_load(&c->state) < KVF_CONN_ESTABLISHED) {
-		/* Release: pairs with the scheduler's acquire load in conn_flush. */
+		/* Release pairs with the load-acquire of state in conn_flush
+		 * (ops.c): peer_frame_max and the QP in RTS are seen with it. */
 		atomic_store_explicit(&c->state, KVF_CONN_ESTABLISHED, memory_order_release);
 		now = true;
 	}

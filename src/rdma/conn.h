@@ -25,7 +25,25 @@
  * is entered once, by kvf_conn_teardown, which moves the QP to error (nothing
  * more lands, everything posted flushes) and pushes KVF_EV_PEER_LOST; the QP,
  * id and CQ are destroyed when the flush has drained. The struct is freed
- * when the last reference goes (table, poller list, a scheduler op). */
+ * when the last reference goes (table, poller list, a scheduler op).
+ *
+ * Memory order. Fields say which thread owns them; what one thread
+ * publishes to the other without conn->lock goes in these pairs (writer's
+ * store-release --> reader's load-acquire; each site names its pair, as in
+ * src/ring.c):
+ *   ready      scheduler, kvf_qp_group_connect: the group (members, their
+ *              ids) is whole --> poller, start_new_conns: starts them
+ *   state      poller, kvf_conn_set_established: peer_frame_max and the QP
+ *              in RTS were set before --> scheduler, conn_flush (ops.c):
+ *              sends the frames and writes that waited
+ *   peer_pool  poller, on_hello (poller.c): the layout filled in -->
+ *              scheduler, op_post_writes (ops.c): builds WRs from it
+ *   refs       each put is acq_rel: the holder that frees sees every other
+ *              holder's writes
+ * Plain (seq_cst) atomics that publish nothing else: teardown_req (a
+ * reason code), state's other reads (a snapshot; post_send reads it again
+ * under the lock before touching the QP), last_heard_ns (a timestamp; the
+ * poller writes and reads it). */
 #ifndef KVF_CONN_H
 #define KVF_CONN_H
 
@@ -95,12 +113,13 @@ struct kvf_conn {
 	bool active;                   /* we connected (decode side) */
 	struct kvf_qp_group *members;  /* lead of a group of more than one, else NULL */
 	atomic_bool ready;             /* active: its group is whole, the poller
-	                                  may start it */
+	                                  may start it (release/acquire pair) */
 	bool polled;                   /* poller: in the poll list */
 	char peer[KVF_CFG_STR + 64];   /* "host:port" asked for, or the remote address */
 
 	pthread_mutex_t lock;          /* state, and every post to the send queue */
-	atomic_int state;              /* enum kvf_conn_state */
+	atomic_int state;              /* enum kvf_conn_state; written by the poller
+	                                  under lock; ESTABLISHED is a release */
 	struct rdma_cm_id *cm_id;
 	struct ibv_cq *cq;
 	struct ibv_qp *qp;
@@ -115,7 +134,7 @@ struct kvf_conn {
 	bool sq_drained, rq_drained;
 	uint64_t created_ns, dead_ns;
 	uint16_t lost_reason;          /* enum kvf_fail_reason pushed with PEER_LOST */
-	_Atomic(struct kvf_peer_pool *) peer_pool;
+	_Atomic(struct kvf_peer_pool *) peer_pool; /* set once (release/acquire pair) */
 	atomic_uint_fast64_t last_heard_ns;
 	uint32_t peer_frame_max;       /* set before ESTABLISHED is published */
 	uint8_t peer_mtu;              /* enum ibv_mtu the peer asked for / set, 0 none */

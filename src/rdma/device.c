@@ -58,12 +58,15 @@ void kvf_rdma_close(void *tp)
 		struct kvf_event ev[32];
 		uint32_t k;
 
+		/* Release pairs with the load-acquire of stop in
+		 * kvf_poller_main's loop. */
 		atomic_store_explicit(&t->stop, true, memory_order_release);
 		kvf_rdma_wake(t);
 		/* The poller may be waiting for room in a full ring (its push never
 		 * drops), and we are the ring's consumer: keep discarding until it
 		 * is out, or the join would wait forever. Nobody applies events
-		 * after close. Acquire pairs with the poller's release store. */
+		 * after close. Acquire pairs with the store-release of
+		 * poller_done as kvf_poller_main returns. */
 		while (!atomic_load_explicit(&t->poller_done, memory_order_acquire)) {
 			while ((k = kvf_ring_pop_batch(t->ring, ev, 32)))
 				for (uint32_t i = 0; i < k; i++)

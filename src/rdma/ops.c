@@ -159,6 +159,8 @@ static void conn_flush(struct kvf_conn *c)
 {
 	int rc;
 
+	/* Acquire pairs with the store-release of ESTABLISHED in
+	 * kvf_conn_set_established (conn.c). */
 	if (atomic_load_explicit(&c->state, memory_order_acquire) != KVF_CONN_ESTABLISHED)
 		return;
 	rc = send_frames(c);
@@ -309,7 +311,8 @@ static int op_post_writes(void *tp, uint32_t conn, uint64_t wr_id, uint32_t imm,
 		rc = -ENOTCONN;
 		goto out;
 	}
-	/* Acquire: pairs with the poller's release store in on_hello. */
+	/* Acquire pairs with the store-release of peer_pool in on_hello
+	 * (poller.c). */
 	pp = atomic_load_explicit(&c->peer_pool, memory_order_acquire);
 	rc = check_room(t, c, pp, src, dst, n);
 	if (rc)

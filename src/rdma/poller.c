@@ -87,8 +87,9 @@ static void on_hello(struct kvf_conn *c, const struct kvf_frame *f)
 		pp->bufs[i] = (struct kvf_sq_buf){.addr = hb.addr, .block_size = hb.block_size,
 						  .key = hb.rkey};
 	}
-	/* Release: pairs with the acquire load in post_writes; the ring push of
-	 * the ROOM_INFO that follows orders it as well. */
+	/* Release pairs with the load-acquire of peer_pool in op_post_writes
+	 * (ops.c); the ring push of the ROOM_INFO that follows orders it as
+	 * well. */
 	atomic_store_explicit(&c->peer_pool, pp, memory_order_release);
 	kvf_info("poller", "connection %u: peer %s (%s) pool %" PRIu32 " buffers x %" PRIu32
 		 " blocks", c->id, f->hello.engine_id, c->peer, pp->nbufs, pp->nblocks);
@@ -406,7 +407,8 @@ static void start_new_conns(struct kvf_rdma *t)
 	for (uint32_t i = 0; i < KVF_MAX_CONNS && n < 64; i++) {
 		struct kvf_conn *c = t->conns[i];
 
-		/* Acquire: pairs with the scheduler's release once the group
+		/* Acquire pairs with the store-release of ready in
+		 * kvf_qp_group_connect (conn.c), once the group
 		 * (qps_per_peer QPs) is whole. */
 		if (c && c->active && !c->polled &&
 		    atomic_load_explicit(&c->ready, memory_order_acquire)) {
@@ -570,6 +572,7 @@ void *kvf_poller_main(void *arg)
 	p.hello_max_bufs = (uint32_t)((t->frame_max - KVF_PROTO_HELLO_FIXED) / KVF_PROTO_HELLO_BUF_LEN);
 	p.wcs = t->wcs;
 	idle_since = kvf_rdma_now_ns();
+	/* Acquire pairs with the store-release of stop in kvf_rdma_close. */
 	while (!atomic_load_explicit(&t->stop, memory_order_acquire)) {
 		int busy = poll_all(&p);
 		uint64_t now = kvf_rdma_now_ns();
@@ -589,7 +592,7 @@ void *kvf_poller_main(void *arg)
 		if (!busy && now - idle_since >= idle_ns)
 			sleep_until_work(&p, sleep_ms(&t->cfg));
 	}
-	/* Release: pairs with the acquire load in op_close. */
+	/* Release pairs with the load-acquire of poller_done in kvf_rdma_close. */
 	atomic_store_explicit(&t->poller_done, true, memory_order_release);
 	return NULL;
 }

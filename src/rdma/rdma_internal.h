@@ -54,6 +54,10 @@ struct kvf_rdma {
 
 	pthread_t poller;
 	bool poller_started;
+	/* stop: close's store-release --> the poller loop's load-acquire.
+	 * poller_done: the poller's store-release as it leaves its loop -->
+	 * close's load-acquire (it stops draining the ring and joins). The
+	 * other flags publish nothing but themselves. */
 	atomic_bool stop;
 	atomic_bool poller_done;      /* the poller thread left its loop */
 	atomic_bool dev_dead;         /* a device-fatal event: no new connections */
