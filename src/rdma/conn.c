@@ -4,10 +4,7 @@
  * connection is cm.c. */
 #include "conn.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <inttypes.h>
-#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +12,6 @@
 #include <kvferry/kvferry.h>
 
 #include "log.h"
-#include "poller.h"
 #include "verbs.h"
 
 #define TX_BUFS_MAX 64u
