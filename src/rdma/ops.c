@@ -188,7 +188,7 @@ static struct kvf_pframe *frame_alloc(size_t len)
 	return f;
 }
 
-/* ================================================ writes */
+/* ============================================================= writes */
 
 /* Check the room against both pools before anything is queued. */
 static int check_room(struct kvf_rdma *t, struct kvf_conn *c, const struct kvf_peer_pool *pp,
