@@ -18,7 +18,10 @@ int kvf_early_init(struct kvf_early *e, uint32_t cap)
 		return -ENOMEM;
 	rc = kvf_idmap_init(&e->map, cap, entry_id, e);
 	if (rc) {
+		/* Forget it too: the engine's cleanup runs kvf_early_fini on a
+		 * table that failed half way. */
 		free(e->ent);
+		e->ent = NULL;
 		return rc;
 	}
 	e->cap = cap;
@@ -32,6 +35,8 @@ int kvf_early_init(struct kvf_early *e, uint32_t cap)
 
 void kvf_early_fini(struct kvf_early *e)
 {
+	if (!e->ent)
+		return; /* never made, or failed half way: nothing is ours */
 	for (uint32_t i = e->head; i; i = e->ent[i - 1].next)
 		free(e->ent[i - 1].info);
 	kvf_idmap_fini(&e->map);

@@ -41,7 +41,8 @@ struct kvf_early {
 };
 
 int kvf_early_init(struct kvf_early *e, uint32_t cap);
-/* Frees parked infos. */
+/* Frees parked infos. Harmless on a zeroed table or one whose init failed
+ * (the engine's cleanup calls it either way). */
 void kvf_early_fini(struct kvf_early *e);
 /* Keep ent (kind, id, role, conn, reason, info, expires). A tombstone
  * replaces a parked info (freed); an info for a key that has a tombstone, or

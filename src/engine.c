@@ -73,8 +73,7 @@ static void free_tables(struct kvf_engine *eng)
 		free(eng->slots[i].info);
 		free(eng->slots[i].fail);
 	}
-	if (eng->early.ent)
-		kvf_early_fini(&eng->early);
+	kvf_early_fini(&eng->early);
 	kvf_timers_fini(&eng->timers);
 	kvf_idmap_fini(&eng->ids);
 	for (uint32_t i = 0; i < eng->npeers; i++)
