@@ -2,12 +2,15 @@
 /* The room API of kvferry.h: sender/receiver calls of the scheduler thread. */
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine.h"
 #include "log.h"
 #include "room.h"
+#include "sized.h"
 
 /* A handle's room, or NULL when the handle is stale or out of range. */
 static struct kvf_slot *room_get(kvf_engine *eng, kvf_room h)
@@ -331,25 +334,23 @@ int kvf_abort(kvf_engine *eng, kvf_room room)
 int kvf_failure(kvf_engine *eng, kvf_room room, struct kvf_failure *out)
 {
 	struct kvf_slot *r = room_get(eng, room);
+	struct kvf_failure fl = KVF_FAILURE_INIT;
 
 	if (!r || !out)
 		return -EINVAL;
-	memset(out, 0, sizeof(*out));
-	out->reason = (enum kvf_fail_reason)r->fail_reason;
-	out->deadline = (enum kvf_deadline)r->fail_deadline;
-	out->wc_status = -1;
-	if (r->fail_reason == KVF_FAIL_NONE)
-		return 0;
-	if (!r->fail) {
-		snprintf(out->detail, sizeof(out->detail), "%s (detail lost: out of memory)",
-			 kvf_fail_reason_str(out->reason));
-		return 0;
+	fl.reason = (enum kvf_fail_reason)r->fail_reason;
+	fl.deadline = (enum kvf_deadline)r->fail_deadline;
+	fl.wc_status = -1;
+	if (r->fail_reason != KVF_FAIL_NONE && !r->fail) {
+		snprintf(fl.detail, sizeof(fl.detail), "%s (detail lost: out of memory)",
+			 kvf_fail_reason_str(fl.reason));
+	} else if (r->fail_reason != KVF_FAIL_NONE) {
+		fl.err = r->fail->err;
+		fl.wc_status = r->fail->wc_status;
+		fl.vendor_err = r->fail->vendor_err;
+		memcpy(fl.detail, r->fail->text, sizeof(fl.detail));
 	}
-	out->err = r->fail->err;
-	out->wc_status = r->fail->wc_status;
-	out->vendor_err = r->fail->vendor_err;
-	memcpy(out->detail, r->fail->text, sizeof(out->detail));
-	return 0;
+	return kvf_sized_copy(out, &fl, sizeof(fl), offsetof(struct kvf_failure, reason));
 }
 
 int kvf_quiescent(kvf_engine *eng, kvf_room room)

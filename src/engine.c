@@ -4,6 +4,7 @@
 #include "engine.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include "log.h"
 #include "mem.h"
 #include "room.h"
+#include "sized.h"
 #if HAVE_RDMA
 #include "rdma.h"
 #endif
@@ -206,7 +208,7 @@ static int drain_ring(struct kvf_engine *eng)
 
 static void log_summary(struct kvf_engine *eng, uint64_t now)
 {
-	struct kvf_stats st;
+	struct kvf_stats st = KVF_STATS_INIT;
 	uint64_t fails = 0, ign = 0;
 
 	kvf_stats(eng, &st);
@@ -255,14 +257,17 @@ int kvf_progress(kvf_engine *eng)
 
 int kvf_stats(const kvf_engine *eng, struct kvf_stats *out)
 {
+	struct kvf_stats st;
+
 	if (!eng || !out)
 		return -EINVAL;
-	*out = eng->st;
-	out->ring_stalls = kvf_ring_stalls(eng->ring);
-	out->oldest_inflight_ns = 0;
+	st = eng->st;
+	st.size = sizeof(st);
+	st.ring_stalls = kvf_ring_stalls(eng->ring);
+	st.oldest_inflight_ns = 0;
 	if (eng->inflight_head)
-		out->oldest_inflight_ns = kvf_now(eng) - eng->slots[eng->inflight_head - 1].state_ns;
-	return 0;
+		st.oldest_inflight_ns = kvf_now(eng) - eng->slots[eng->inflight_head - 1].state_ns;
+	return kvf_sized_copy(out, &st, sizeof(st), offsetof(struct kvf_stats, rooms));
 }
 
 static void dump_room(const struct kvf_engine *eng, const struct kvf_slot *r, uint64_t now,

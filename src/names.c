@@ -47,6 +47,12 @@ static const char *const ignore_names[] = {
 };
 _Static_assert(COUNT(ignore_names) == KVF_IGN_NUM, "ignore_names");
 
+/* kvf_stats' arrays have room for the enums to grow; past it, the struct
+ * would have to change shape, which breaks callers. */
+_Static_assert(KVF_FAIL_NUM <= KVF_STATS_REASONS, "kvf_stats.failures is full");
+_Static_assert(KVF_DL_NUM <= KVF_STATS_DEADLINES, "kvf_stats.deadlines is full");
+_Static_assert(KVF_IGN_NUM <= KVF_STATS_IGNORED, "kvf_stats.ignored is full");
+
 const char *kvf_poll_str(int state)
 {
 	return state >= 0 && state < KVF_POLL_NUM ? poll_names[state] : "?";

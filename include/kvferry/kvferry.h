@@ -109,7 +109,23 @@ enum kvf_ignore_reason {
 	KVF_IGN_NUM
 };
 
+/*
+ * The structs below are copied out to the caller and will grow: new fields
+ * are only ever added at the end, and the arrays indexed by an enum have
+ * room for it to grow (KVF_STATS_*). Before the call, set .size to
+ * sizeof(the struct) as your header knows it, e.g.
+ *
+ *     struct kvf_stats st = KVF_STATS_INIT;
+ *     kvf_stats(eng, &st);
+ *
+ * The library fills only the first .size bytes (a caller built against an
+ * older, smaller header gets the fields it knows and nothing is written past
+ * them), zeroes what it does not know of a larger one, and sets .size to the
+ * bytes it filled: a field at or past that offset was not filled. A .size
+ * smaller than the first field's offset is -EINVAL.
+ */
 struct kvf_failure {
+	uint32_t size;              /* in: sizeof(struct kvf_failure); out: bytes filled */
 	enum kvf_fail_reason reason;
 	enum kvf_deadline deadline; /* KVF_FAIL_DEADLINE: which one */
 	int err;                    /* positive errno where one applies, else 0 */
@@ -117,16 +133,24 @@ struct kvf_failure {
 	uint32_t vendor_err;        /* from the work completion */
 	char detail[192];           /* human-readable, never empty when failed */
 };
+#define KVF_FAILURE_INIT { .size = sizeof(struct kvf_failure) }
+
+/* Room in kvf_stats' per-enum arrays: the enums may grow up to these. */
+#define KVF_STATS_REASONS 16   /* failures[], by enum kvf_fail_reason */
+#define KVF_STATS_DEADLINES 8  /* deadlines[], by enum kvf_deadline */
+#define KVF_STATS_IGNORED 16   /* ignored[], by enum kvf_ignore_reason */
 
 struct kvf_stats {
+	uint32_t size;                /* in: sizeof(struct kvf_stats); out: bytes filled */
+	uint32_t reserved;            /* 0 */
 	uint64_t rooms[KVF_POLL_NUM]; /* live (unreleased) rooms per state */
 	uint64_t inflight;            /* sender rooms in TRANSFERRING */
 	uint64_t unquiescent;         /* terminal rooms whose memory is still held */
 	uint64_t created;             /* rooms ever created */
 	uint64_t released;            /* rooms ever released */
-	uint64_t failures[KVF_FAIL_NUM];
-	uint64_t deadlines[KVF_DL_NUM]; /* rooms failed per deadline kind */
-	uint64_t ignored[KVF_IGN_NUM];
+	uint64_t failures[KVF_STATS_REASONS];
+	uint64_t deadlines[KVF_STATS_DEADLINES]; /* rooms failed per deadline kind */
+	uint64_t ignored[KVF_STATS_IGNORED];
 	uint64_t tombstones_created;
 	uint64_t tombstones_applied;
 	uint64_t tombstones_expired;
@@ -139,6 +163,7 @@ struct kvf_stats {
 	uint64_t events;             /* events applied from the ring */
 	uint64_t oldest_inflight_ns; /* age of the oldest TRANSFERRING room, 0 if none */
 };
+#define KVF_STATS_INIT { .size = sizeof(struct kvf_stats) }
 
 /* ------------------------------------------------------------------ engine */
 
@@ -174,7 +199,8 @@ KVF_API int kvf_engine_set_clock(kvf_engine *eng, uint64_t (*fn)(void *arg), voi
  */
 KVF_API int kvf_progress(kvf_engine *eng);
 
-/* Copy the counters and gauges. Returns 0 or -EINVAL. */
+/* Copy the counters and gauges; set out->size first (see struct kvf_stats).
+ * Returns 0 or -EINVAL (NULL argument, out->size too small). */
 KVF_API int kvf_stats(const kvf_engine *eng, struct kvf_stats *out);
 
 /* Write one line per live room: handle, id, role, state, age, the deadline
@@ -251,8 +277,9 @@ KVF_API int kvf_poll(kvf_engine *eng, kvf_room room);
  */
 KVF_API int kvf_abort(kvf_engine *eng, kvf_room room);
 
-/* Copy the room's failure (reason KVF_FAIL_NONE when not failed).
- * Returns 0 or -EINVAL. */
+/* Copy the room's failure (reason KVF_FAIL_NONE when not failed); set
+ * out->size first (see struct kvf_failure).
+ * Returns 0 or -EINVAL (stale handle, NULL out, out->size too small). */
 KVF_API int kvf_failure(kvf_engine *eng, kvf_room room, struct kvf_failure *out);
 
 /*

@@ -50,7 +50,7 @@ static uint64_t state_len(const struct kvf_slot *r)
 static void check_invariants(void)
 {
 	uint64_t count[KVF_POLL_NUM] = { 0 }, inflight = 0, unq = 0, live = 0;
-	struct kvf_stats st;
+	struct kvf_stats st = KVF_STATS_INIT;
 
 	kvf_stats(eng, &st);
 	for (int i = 0; i < nrooms; i++) {
@@ -256,7 +256,7 @@ Test(room_random, thousands_of_rooms_every_interleaving, .timeout = 300)
 		cr_assert_eq(kvf_release(eng, rooms[i].h), 0);
 		rooms[i].live = 0;
 	}
-	struct kvf_stats st;
+	struct kvf_stats st = KVF_STATS_INIT;
 
 	kvf_stats(eng, &st);
 	cr_log_info("created %lu, released %lu, successes %d, failures: deadline %lu abort %lu peer-abort %lu wc %lu lost %lu bad-req %lu; ignored stale %lu unknown %lu finished %lu dup %lu; tombstones %lu/%lu",
