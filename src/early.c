@@ -74,6 +74,8 @@ int kvf_early_put(struct kvf_early *e, const struct kvf_early_ent *ent)
 	int rc;
 
 	if (kvf_idmap_find(&e->map, ent->id, ent->role, &slot)) {
+		if (e->ent[slot].conn != ent->conn)
+			return -EPERM;
 		if (ent->kind != KVF_EARLY_TOMBSTONE || e->ent[slot].kind == KVF_EARLY_TOMBSTONE)
 			return -EEXIST;
 		struct kvf_early_ent old;

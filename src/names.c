@@ -44,6 +44,7 @@ static const char *const ignore_names[] = {
 	[KVF_IGN_FINISHED_ROOM] = "finished room",
 	[KVF_IGN_DUPLICATE] = "duplicate",
 	[KVF_IGN_BAD_EVENT] = "bad event",
+	[KVF_IGN_OTHER_CONN] = "other connection",
 };
 _Static_assert(COUNT(ignore_names) == KVF_IGN_NUM, "ignore_names");
 

@@ -293,6 +293,20 @@ static struct kvf_slot *by_id(struct kvf_engine *eng, uint64_t id, uint32_t role
 	return kvf_idmap_find(&eng->ids, id, role, &slot) ? &eng->slots[slot] : NULL;
 }
 
+/* A room takes frames only from the connection it is bound to: a sender's
+ * is the one its ROOM_INFO came on, a receiver's the one kvf_receiver_init
+ * sent its ROOM_INFO on. Another peer naming the room (two decode engines
+ * on one prefill engine may well use the same ids) is counted and changes
+ * nothing. A room not bound yet takes the first. */
+static bool other_conn(struct kvf_engine *eng, const struct kvf_slot *r,
+		       const struct kvf_event *ev, const char *what)
+{
+	if (!r->conn || r->conn == ev->peer)
+		return false;
+	kvf_room_ignore(eng, KVF_IGN_OTHER_CONN, ev, what);
+	return true;
+}
+
 void kvf_room_peer_info(struct kvf_engine *eng, struct kvf_slot *r, struct kvf_peer_info *info)
 {
 	r->info = info;
@@ -351,9 +365,19 @@ static void on_peer_info(struct kvf_engine *eng, struct kvf_event *ev)
 			return;
 		}
 		free(info);
-		kvf_room_ignore(eng, rc == -EEXIST ? KVF_IGN_DUPLICATE : KVF_IGN_UNKNOWN_ROOM, ev,
-				rc == -EEXIST ? "ROOM_INFO (already parked or aborted)"
-					      : "ROOM_INFO (parking table full)");
+		if (rc == -EPERM)
+			kvf_room_ignore(eng, KVF_IGN_OTHER_CONN, ev,
+					"ROOM_INFO (another connection's entry is kept)");
+		else
+			kvf_room_ignore(eng, rc == -EEXIST ? KVF_IGN_DUPLICATE : KVF_IGN_UNKNOWN_ROOM,
+					ev, rc == -EEXIST ? "ROOM_INFO (already parked or aborted)"
+							  : "ROOM_INFO (parking table full)");
+		return;
+	}
+	if (r->conn && r->conn != ev->peer) {
+		/* Bound to its own receiver already: never rebound. */
+		free(info);
+		kvf_room_ignore(eng, KVF_IGN_DUPLICATE, ev, "ROOM_INFO (room bound to another conn)");
 		return;
 	}
 	if (r->state != KVF_BOOTSTRAPPING) {
@@ -397,7 +421,8 @@ static void on_peer_abort(struct kvf_engine *eng, struct kvf_event *ev)
 	struct kvf_slot *r = by_id(eng, ev->key, ev->role);
 
 	if (r) {
-		kvf_room_peer_abort(eng, r, ev->peer, ev->status, false);
+		if (!other_conn(eng, r, ev, "ABORT"))
+			kvf_room_peer_abort(eng, r, ev->peer, ev->status, false);
 		return;
 	}
 	/* Not created yet (or already released): keep a tombstone so the
@@ -411,6 +436,8 @@ static void on_peer_abort(struct kvf_engine *eng, struct kvf_event *ev)
 
 	if (rc == 0)
 		eng->st.tombstones_created++;
+	else if (rc == -EPERM)
+		kvf_room_ignore(eng, KVF_IGN_OTHER_CONN, ev, "ABORT (another connection's entry)");
 	else if (rc == -EEXIST)
 		kvf_room_ignore(eng, KVF_IGN_DUPLICATE, ev, "ABORT (tombstone exists)");
 	else {
@@ -432,6 +459,8 @@ static void on_abort_ack(struct kvf_engine *eng, struct kvf_event *ev)
 		kvf_room_ignore(eng, KVF_IGN_UNKNOWN_ROOM, ev, "ABORT_ACK");
 		return;
 	}
+	if (other_conn(eng, r, ev, "ABORT_ACK"))
+		return;
 	r->last = KVF_LAST_ABORT_ACK;
 	if (r->flags & KVF_RF_QUIESCENT)
 		kvf_room_ignore(eng, KVF_IGN_DUPLICATE, ev, "ABORT_ACK");
@@ -523,6 +552,8 @@ static void on_data_done(struct kvf_engine *eng, struct kvf_event *ev)
 				"data done");
 		return;
 	}
+	if (other_conn(eng, r, ev, "data done"))
+		return;
 	r->last = KVF_LAST_DATA_DONE;
 	if (r->state == KVF_WAITING_FOR_INPUT) {
 		set_quiescent(eng, r); /* the room's last write: nothing follows it */
@@ -585,6 +616,8 @@ static void on_bad_frame(struct kvf_engine *eng, struct kvf_event *ev)
 					     KVF_FAIL_BAD_FRAME);
 		return;
 	}
+	if (other_conn(eng, r, ev, "bad frame"))
+		return;
 	r->last = KVF_LAST_BAD_FRAME;
 	if (r->role == KVF_SENDER && !r->conn)
 		r->conn = ev->peer; /* so the failure's ABORT reaches that receiver */

@@ -106,6 +106,9 @@ enum kvf_ignore_reason {
 	KVF_IGN_FINISHED_ROOM,        /* the room is already terminal */
 	KVF_IGN_DUPLICATE,            /* the same event twice (e.g. ROOM_INFO again) */
 	KVF_IGN_BAD_EVENT,            /* an event kind or field out of range */
+	KVF_IGN_OTHER_CONN,           /* a frame naming a room bound to another
+	                                 connection (a room takes frames only from
+	                                 the peer it is bound to) */
 	KVF_IGN_NUM
 };
 

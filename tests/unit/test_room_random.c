@@ -140,8 +140,8 @@ static void receiver_step(struct troom *t)
 		f.conn = t->conn;
 		kvf_receiver_init(eng, t->h, dst, 4);
 		break;
-	case 1: case 2:
-		push_data_done(eng, t->h);
+	case 1: case 2: /* now and then from a connection that is not the room's */
+		push_data_done_on(eng, t->h, rnd(10) ? t->conn : 1 + (uint32_t)rnd(CONNS));
 		break;
 	case 3:
 		push(eng, (struct kvf_event){ .kind = KVF_EV_ABORT_ACK, .key = t->id, .peer = t->conn });
