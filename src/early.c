@@ -26,6 +26,7 @@ int kvf_early_init(struct kvf_early *e, uint32_t cap)
 	}
 	e->cap = cap;
 	e->head = e->tail = 0;
+	e->ntomb = e->ninfo = 0;
 	/* Thread every entry onto the free list. */
 	e->free_head = cap ? 1 : 0;
 	for (uint32_t i = 0; i < cap; i++)
@@ -57,6 +58,10 @@ static void unlink_ent(struct kvf_early *e, uint32_t i)
 	else
 		e->tail = x->prev;
 	kvf_idmap_remove(&e->map, x->id, x->role);
+	if (x->kind == KVF_EARLY_TOMBSTONE)
+		e->ntomb--;
+	else
+		e->ninfo--;
 	x->next = e->free_head;
 	e->free_head = i;
 }
@@ -71,7 +76,7 @@ static void take_at(struct kvf_early *e, uint32_t i, struct kvf_early_ent *out)
 int kvf_early_put(struct kvf_early *e, const struct kvf_early_ent *ent)
 {
 	uint32_t slot, i;
-	int rc;
+	int rc, replaced = 0;
 
 	if (kvf_idmap_find(&e->map, ent->id, ent->role, &slot)) {
 		if (e->ent[slot].conn != ent->conn)
@@ -82,6 +87,7 @@ int kvf_early_put(struct kvf_early *e, const struct kvf_early_ent *ent)
 
 		take_at(e, slot + 1, &old);
 		free(old.info);
+		replaced = 1;
 	}
 	if (!e->free_head)
 		return -ENOSPC;
@@ -98,7 +104,11 @@ int kvf_early_put(struct kvf_early *e, const struct kvf_early_ent *ent)
 	else
 		e->head = i;
 	e->tail = i;
-	return 0;
+	if (ent->kind == KVF_EARLY_TOMBSTONE)
+		e->ntomb++;
+	else
+		e->ninfo++;
+	return replaced;
 }
 
 bool kvf_early_take(struct kvf_early *e, uint64_t id, uint32_t role, struct kvf_early_ent *out)

@@ -219,11 +219,11 @@ static void log_summary(struct kvf_engine *eng, uint64_t now)
 	kvf_info("engine", "rooms: bootstrapping %" PRIu64 ", waiting %" PRIu64 ", transferring %"
 		 PRIu64 ", success %" PRIu64 ", failed %" PRIu64 "; inflight %" PRIu64
 		 ", oldest inflight %.3f s, unquiescent %" PRIu64 ", failures %" PRIu64
-		 ", ignored events %" PRIu64 ", tombstones %" PRIu64,
+		 ", ignored events %" PRIu64 ", tombstones %" PRIu64 ", parked infos %" PRIu64,
 		 st.rooms[KVF_BOOTSTRAPPING], st.rooms[KVF_WAITING_FOR_INPUT],
 		 st.rooms[KVF_TRANSFERRING], st.rooms[KVF_SUCCESS], st.rooms[KVF_FAILED],
 		 st.inflight, (double)st.oldest_inflight_ns / 1e9, st.unquiescent, fails, ign,
-		 st.tombstones_created - st.tombstones_applied - st.tombstones_expired);
+		 st.tombstones_live, st.early_infos_live);
 	eng->next_summary_ns = now + (uint64_t)eng->cfg.summary_interval_s * 1000000000ull;
 }
 
@@ -264,6 +264,8 @@ int kvf_stats(const kvf_engine *eng, struct kvf_stats *out)
 	st = eng->st;
 	st.size = sizeof(st);
 	st.ring_stalls = kvf_ring_stalls(eng->ring);
+	st.tombstones_live = eng->early.ntomb;
+	st.early_infos_live = eng->early.ninfo;
 	st.oldest_inflight_ns = 0;
 	if (eng->inflight_head)
 		st.oldest_inflight_ns = kvf_now(eng) - eng->slots[eng->inflight_head - 1].state_ns;

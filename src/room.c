@@ -334,7 +334,6 @@ static int early_keep(struct kvf_engine *eng, struct kvf_early_ent *e)
 
 	if (rc != -ENOSPC || !kvf_early_pop_expired(&eng->early, UINT64_MAX, &old))
 		return rc;
-	eng->st.tombstones_dropped++;
 	kvf_warn("room", "early-event table full (engine.max_tombstones %u): evicting the "
 		 "entry for room %#" PRIx64, eng->cfg.max_tombstones, old.id);
 	early_gone(eng, &old, true);
@@ -360,7 +359,7 @@ static void on_peer_info(struct kvf_engine *eng, struct kvf_event *ev)
 		};
 		int rc = early_keep(eng, &e);
 
-		if (rc == 0) {
+		if (rc >= 0) {
 			eng->st.early_infos_parked++;
 			return;
 		}
@@ -434,14 +433,14 @@ static void on_peer_abort(struct kvf_engine *eng, struct kvf_event *ev)
 	};
 	int rc = early_keep(eng, &e);
 
-	if (rc == 0)
+	if (rc >= 0) {
 		eng->st.tombstones_created++;
-	else if (rc == -EPERM)
+		eng->st.early_infos_replaced += (uint64_t)rc; /* 1: it took a parked info's place */
+	} else if (rc == -EPERM) {
 		kvf_room_ignore(eng, KVF_IGN_OTHER_CONN, ev, "ABORT (another connection's entry)");
-	else if (rc == -EEXIST)
+	} else if (rc == -EEXIST) {
 		kvf_room_ignore(eng, KVF_IGN_DUPLICATE, ev, "ABORT (tombstone exists)");
-	else {
-		eng->st.tombstones_dropped++;
+	} else {
 		kvf_warn("room", "ABORT for unknown room %#" PRIx64 " not kept: %s", ev->key,
 			 strerror(-rc));
 	}
@@ -698,13 +697,17 @@ void kvf_room_expire(struct kvf_engine *eng, uint32_t slot)
 static void early_gone(struct kvf_engine *eng, struct kvf_early_ent *e, bool evicted)
 {
 	if (e->kind == KVF_EARLY_TOMBSTONE) {
-		if (!evicted)
+		if (evicted)
+			eng->st.tombstones_evicted++;
+		else
 			eng->st.tombstones_expired++;
 		kvf_dbg("room", "tombstone for room %#" PRIx64 " %s", e->id,
 			evicted ? "evicted" : "expired");
 		return;
 	}
-	if (!evicted)
+	if (evicted)
+		eng->st.early_infos_evicted++;
+	else
 		eng->st.early_infos_expired++;
 	kvf_info("room", "ROOM_INFO for room %#" PRIx64 " from conn %u: no sender room "
 		 "was created %s; aborting it", e->id, e->conn,

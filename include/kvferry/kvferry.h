@@ -154,13 +154,21 @@ struct kvf_stats {
 	uint64_t failures[KVF_STATS_REASONS];
 	uint64_t deadlines[KVF_STATS_DEADLINES]; /* rooms failed per deadline kind */
 	uint64_t ignored[KVF_STATS_IGNORED];
-	uint64_t tombstones_created;
-	uint64_t tombstones_applied;
-	uint64_t tombstones_expired;
-	uint64_t tombstones_dropped; /* table full: the oldest early entry evicted */
-	uint64_t early_infos_parked; /* ROOM_INFOs that came before their sender room */
+	/* What arrives before its room (docs/design.md). Each kept entry ends
+	 * in exactly one outcome: created == applied + expired + evicted + live
+	 * for tombstones, parked == applied + expired + evicted + replaced +
+	 * live for ROOM_INFOs. */
+	uint64_t tombstones_created;  /* early ABORTs kept */
+	uint64_t tombstones_applied;  /* their room was created: FAILED at once */
+	uint64_t tombstones_expired;  /* engine.tombstone_ttl_s passed */
+	uint64_t tombstones_evicted;  /* the table was full (engine.max_tombstones) */
+	uint64_t tombstones_live;     /* gauge: kept now */
+	uint64_t early_infos_parked;  /* ROOM_INFOs that came before their sender room */
 	uint64_t early_infos_applied;
 	uint64_t early_infos_expired; /* no sender room in time: ABORT sent back */
+	uint64_t early_infos_evicted; /* the table was full: ABORT sent back */
+	uint64_t early_infos_replaced; /* the same peer's ABORT came next: a tombstone */
+	uint64_t early_infos_live;    /* gauge: parked now */
 	uint64_t bad_frames;         /* malformed frames from peers */
 	uint64_t ring_stalls;        /* times the poller found the ring full */
 	uint64_t events;             /* events applied from the ring */

@@ -79,6 +79,11 @@ static void check_invariants(void)
 	cr_assert_eq(st.inflight, inflight);
 	cr_assert_eq(st.unquiescent, unq);
 	cr_assert_eq(st.created - st.released, live);
+	cr_assert_eq(st.tombstones_created, st.tombstones_applied + st.tombstones_expired +
+						    st.tombstones_evicted + st.tombstones_live);
+	cr_assert_eq(st.early_infos_parked, st.early_infos_applied + st.early_infos_expired +
+						    st.early_infos_evicted + st.early_infos_replaced +
+						    st.early_infos_live);
 }
 
 static void create_room(void)
