@@ -34,6 +34,13 @@ int kvf_pool_register(kvf_engine *eng, uint32_t nbufs, void *const *bufs,
 		return -EINVAL;
 	if (eng->pool_ok)
 		return -EEXIST;
+	if (eng->st.created) {
+		/* The rooms' block ids were checked against no pool, and the
+		 * peers may already have our layout: register first. */
+		kvf_err("pool", "kvf_pool_register after %" PRIu64 " rooms were created: it must "
+			"come before the first room", eng->st.created);
+		return -EBUSY;
+	}
 	for (uint32_t i = 0; i < nbufs; i++) {
 		if (!bufs[i] || !block_size[i]) {
 			kvf_err("pool", "buffer %u: %s", i, !bufs[i] ? "NULL address" : "block size 0");
@@ -203,7 +210,7 @@ static int check_call(kvf_engine *eng, struct kvf_slot *r, enum kvf_role role,
 		return -EINVAL;
 	if (!eng->pool_ok) {
 		kvf_err("api", "room %#" PRIx64 ": no pool registered (kvf_pool_register)", r->id);
-		return -EINVAL;
+		return -ENOBUFS;
 	}
 	if (r->state == KVF_FAILED)
 		return -ECANCELED;

@@ -199,6 +199,13 @@ KVF_API void kvf_engine_close(kvf_engine *eng);
  * Replace the engine's monotonic clock (nanoseconds). For tests and for
  * engines that want deadlines on their own clock. fn NULL restores
  * CLOCK_MONOTONIC. Returns 0 or -EINVAL.
+ *
+ * What follows this clock: room deadlines, the quiesce deadline, tombstone
+ * and parked ROOM_INFO TTLs, the periodic summary, kvf_dump's ages.
+ * What does not: the transport's heartbeats, heartbeat misses
+ * (heartbeat.interval_ms x heartbeat.misses) and rdma.connect_timeout_ms
+ * stay on CLOCK_MONOTONIC, measured by the transport; a clock that runs
+ * slow or stops does not delay a lost peer's detection.
  */
 KVF_API int kvf_engine_set_clock(kvf_engine *eng, uint64_t (*fn)(void *arg), void *arg);
 
@@ -226,8 +233,9 @@ KVF_API int kvf_dump(const kvf_engine *eng, FILE *fp);
  * host memory, or CUDA device memory when built with CUDA (detected from the
  * pointer). Must be called once, before any room is created. The memory stays
  * the caller's; it must outlive the engine.
- * Returns 0 or -EINVAL (bad shape), -EEXIST (already registered), -ENOMEM,
- * -ENOTSUP (CUDA memory without CUDA support), or -errno from ibv_reg_mr.
+ * Returns 0 or -EINVAL (bad shape), -EEXIST (already registered), -EBUSY (a
+ * room was already created: register first), -ENOMEM, -ENOTSUP (CUDA memory
+ * without CUDA support), or -errno from ibv_reg_mr.
  */
 KVF_API int kvf_pool_register(kvf_engine *eng, uint32_t nbufs, void *const *bufs,
 		      const uint64_t *block_size, uint32_t nblocks);
@@ -256,6 +264,7 @@ KVF_API int kvf_receiver_create(kvf_engine *eng, uint64_t room_id, const char *p
  * buffer of the pool). Sends ROOM_INFO to the peer; the room moves to
  * WAITING_FOR_INPUT. Returns 0 or:
  *   -EINVAL     stale handle, not a receiver, nblocks 0 or too many
+ *   -ENOBUFS    no pool was registered (kvf_pool_register)
  *   -ERANGE     a block id is outside the pool (the room is FAILED, BAD_REQUEST)
  *   -EALREADY   init was already called
  *   -ECANCELED  the room is already FAILED
@@ -267,7 +276,8 @@ KVF_API int kvf_receiver_init(kvf_engine *eng, kvf_room room, const uint32_t *bl
  * Sender: the source block ids, in the order of the receiver's destination
  * blocks. Posts the writes (or queues them when the send queue is full); the
  * room moves to TRANSFERRING. Returns 0 or:
- *   -EINVAL     stale handle, not a sender
+ *   -EINVAL     stale handle, not a sender, nblocks 0 or too many
+ *   -ENOBUFS    no pool was registered (kvf_pool_register)
  *   -EAGAIN     the receiver's ROOM_INFO has not arrived yet (BOOTSTRAPPING)
  *   -EMSGSIZE   nblocks differs from the receiver's count (room FAILED, BAD_REQUEST)
  *   -ERANGE     a block id is outside the pool (room FAILED, BAD_REQUEST)

@@ -627,3 +627,29 @@ Test(room, growable_structs_fill_only_what_the_caller_knows)
 	b.fl.size = 0;
 	cr_assert_eq(kvf_failure(eng, h, &b.fl), -EINVAL);
 }
+
+/* The pool comes first: registering it after a room exists is refused with
+ * its own errno, and init/send without a pool say so apart from a stale
+ * handle. */
+Test(room, pool_must_come_before_rooms)
+{
+	static uint64_t mem[2][16];
+	void *bufs[2] = { mem[0], mem[1] };
+	const uint64_t bs[2] = { 8, 8 };
+	uint32_t blocks[2] = { 0, 1 };
+	kvf_engine *bare = NULL;
+	kvf_room r, s;
+
+	cr_assert_eq(kvf_engine_create(&cfg, &fake_ops, &f, &bare), 0);
+	cr_assert_eq(kvf_receiver_create(bare, 1, "10.0.0.1:1", &r), 0);
+	cr_assert_eq(kvf_sender_create(bare, 2, &s), 0);
+	cr_assert_eq(kvf_receiver_init(bare, r, blocks, 2), -ENOBUFS, "no pool");
+	cr_assert_eq(kvf_receiver_init(bare, (kvf_room){ r.v + (1ull << 32) }, blocks, 2), -EINVAL,
+		     "a stale handle is another error");
+	push_info(bare, 2, 7, 1, 2);
+	kvf_progress(bare);
+	cr_assert_eq(kvf_sender_send(bare, s, blocks, 2), -ENOBUFS);
+	cr_assert_eq(kvf_pool_register(bare, 2, bufs, bs, 16), -EBUSY, "rooms exist already");
+	cr_assert_eq(f.room_infos, 0);
+	kvf_engine_close(bare);
+}
