@@ -8,8 +8,8 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "clock.h"
 #include "kvf_build.h"
 #include "log.h"
 #include "mem.h"
@@ -23,11 +23,8 @@
 
 static uint64_t monotonic_ns(void *arg)
 {
-	struct timespec ts;
-
 	(void)arg;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	return kvf_monotonic_ns();
 }
 
 static uint64_t slot_id(const void *ctx, uint32_t slot)
@@ -51,6 +48,7 @@ static int alloc_tables(struct kvf_engine *eng)
 	/* Slot 0 on top: the first room gets slot 0, gen 1. */
 	for (uint32_t i = 0; i < n; i++) {
 		eng->slots[i].gen = 1;
+		eng->slots[i].state = KVF_ROOM_FREE;
 		eng->free_stack[i] = n - 1 - i;
 	}
 	eng->nfree = n;
@@ -278,17 +276,10 @@ static void dump_room(const struct kvf_engine *eng, const struct kvf_slot *r, ui
 	double due = 0;
 
 	if (r->deadline != KVF_DL_NONE) {
-		uint64_t len = 0;
+		uint64_t len;
 
-		switch (r->deadline) {
-		case KVF_DL_BOOTSTRAP: len = eng->cfg.bootstrap_s; break;
-		case KVF_DL_WAITING_FOR_INPUT: len = eng->cfg.waiting_for_input_s; break;
-		case KVF_DL_INFLIGHT: len = eng->cfg.inflight_s; break;
-		case KVF_DL_RECEIVER_WAITING: len = eng->cfg.receiver_waiting_s; break;
-		case KVF_DL_QUIESCE: len = eng->cfg.quiesce_s; break;
-		default: break;
-		}
-		due = ((double)r->state_ns + (double)len * 1e9 - (double)now) / 1e9;
+		kvf_room_deadline(eng, r, &len);
+		due = ((double)r->state_ns + (double)len - (double)now) / 1e9;
 	}
 	fprintf(fp, "room %#" PRIx64 " handle %#" PRIx64 " %-8s %-17s age %.3f s in-state %.3f s"
 		" deadline %s%s%.3f s last %s conn %u outstanding %u%s%s%s\n",
@@ -311,7 +302,7 @@ int kvf_dump(const kvf_engine *eng, FILE *fp)
 		return -EINVAL;
 	now = kvf_now(eng);
 	for (uint32_t i = 0; i < eng->nslots; i++) {
-		if (!eng->slots[i].in_use)
+		if (!kvf_live(&eng->slots[i]))
 			continue;
 		dump_room(eng, &eng->slots[i], now, fp);
 		n++;

@@ -281,5 +281,13 @@ Test(room_random, thousands_of_rooms_every_interleaving, .timeout = 300)
 	cr_assert_gt(successes, ROOMS / 10, "enough rooms reach SUCCESS to mean something");
 	cr_assert_gt(st.tombstones_applied, 0);
 	cr_assert_gt(st.early_infos_applied, 0);
+	/* Every state change went through the table (debug builds also assert
+	 * each one), and the storm took every transition in it. */
+	for (unsigned role = 0; role < 2; role++)
+		for (unsigned from = 0; from < KVF_ROOM_NSTATES; from++)
+			for (unsigned to = 0; to < KVF_ROOM_NSTATES; to++)
+				cr_assert_eq(eng->transitions[role][from][to] > 0,
+					     kvf_room_transition_allowed(role, from, to),
+					     "role %u %u -> %u", role, from, to);
 	kvf_engine_close(eng);
 }
