@@ -72,6 +72,7 @@ static int room_new(kvf_engine *eng, uint64_t id, enum kvf_role role, struct kvf
 	r->conn = 0;
 	r->outstanding = 0;
 	r->fail_reason = KVF_FAIL_NONE;
+	r->fail_deadline = KVF_DL_NONE; /* kvf_failure reports it even when not failed */
 	r->last = KVF_LAST_CREATED;
 	r->created_ns = kvf_now(eng);
 	kvf_room_transition(eng, r, KVF_BOOTSTRAPPING); /* from KVF_ROOM_FREE */

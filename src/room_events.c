@@ -38,6 +38,11 @@ static bool other_conn(struct kvf_engine *eng, const struct kvf_slot *r,
 {
 	if (!r->conn || r->conn == ev->peer)
 		return false;
+	/* A warning, not debug: two peers using one room id is a deployment
+	 * fault someone has to see. */
+	kvf_warn("room", "%s for room %#" PRIx64 " (%s) from conn %u, but the room is bound "
+		 "to conn %u: ignored", what, r->id, r->role == KVF_SENDER ? "sender" : "receiver",
+		 ev->peer, r->conn);
 	kvf_room_ignore(eng, KVF_IGN_OTHER_CONN, ev, what);
 	return true;
 }

@@ -653,3 +653,19 @@ Test(room, pool_must_come_before_rooms)
 	cr_assert_eq(f.room_infos, 0);
 	kvf_engine_close(bare);
 }
+
+/* A slot reused after a deadline failure must not report the old room's
+ * deadline in the new room's kvf_failure. */
+Test(room, reused_slot_reports_no_old_deadline)
+{
+	kvf_room h;
+
+	cr_assert_eq(kvf_sender_create(eng, 0x70, &h), 0);
+	fake_clock += cfg.bootstrap_s * SEC;
+	kvf_progress(eng);
+	cr_assert_eq(failure(h).deadline, KVF_DL_BOOTSTRAP);
+	cr_assert_eq(kvf_release(eng, h), 0);
+	cr_assert_eq(kvf_sender_create(eng, 0x71, &h), 0);
+	cr_assert_eq(failure(h).reason, KVF_FAIL_NONE);
+	cr_assert_eq(failure(h).deadline, KVF_DL_NONE);
+}
