@@ -2,23 +2,20 @@
 /* The room API of kvferry.h: sender/receiver calls of the scheduler thread. */
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine.h"
 #include "log.h"
 #include "room.h"
+#include "sized.h"
 
 /* A handle's room, or NULL when the handle is stale or out of range. */
 static struct kvf_slot *room_get(kvf_engine *eng, kvf_room h)
 {
-	uint32_t slot = (uint32_t)h.v;
-	struct kvf_slot *r;
-
-	if (!eng || slot >= eng->nslots)
-		return NULL;
-	r = &eng->slots[slot];
-	return r->in_use && r->gen == (uint32_t)(h.v >> 32) ? r : NULL;
+	return kvf_room_at(eng, (uint32_t)h.v, (uint32_t)(h.v >> 32), UINT32_MAX);
 }
 
 int kvf_pool_register(kvf_engine *eng, uint32_t nbufs, void *const *bufs,
@@ -31,6 +28,13 @@ int kvf_pool_register(kvf_engine *eng, uint32_t nbufs, void *const *bufs,
 		return -EINVAL;
 	if (eng->pool_ok)
 		return -EEXIST;
+	if (eng->st.created) {
+		/* The rooms' block ids were checked against no pool, and the
+		 * peers may already have our layout: register first. */
+		kvf_err("pool", "kvf_pool_register after %" PRIu64 " rooms were created: it must "
+			"come before the first room", eng->st.created);
+		return -EBUSY;
+	}
 	for (uint32_t i = 0; i < nbufs; i++) {
 		if (!bufs[i] || !block_size[i]) {
 			kvf_err("pool", "buffer %u: %s", i, !bufs[i] ? "NULL address" : "block size 0");
@@ -64,28 +68,26 @@ static int room_new(kvf_engine *eng, uint64_t id, enum kvf_role role, struct kvf
 	r = &eng->slots[slot];
 	r->id = id;
 	r->role = (uint8_t)role;
-	r->in_use = 1;
 	r->flags = 0;
 	r->conn = 0;
 	r->outstanding = 0;
 	r->fail_reason = KVF_FAIL_NONE;
+	r->fail_deadline = KVF_DL_NONE; /* kvf_failure reports it even when not failed */
 	r->last = KVF_LAST_CREATED;
 	r->created_ns = kvf_now(eng);
-	r->state = KVF_BOOTSTRAPPING;
-	r->state_ns = r->created_ns;
-	eng->st.rooms[KVF_BOOTSTRAPPING]++;
+	kvf_room_transition(eng, r, KVF_BOOTSTRAPPING); /* from KVF_ROOM_FREE */
 	eng->st.created++;
 	*out = r;
 	return 0;
 }
 
 /* What arrived before the room: a tombstone fails it now, a parked
- * ROOM_INFO moves it on. Then arm the state's deadline. */
+ * ROOM_INFO moves it on. A new room is bound to no connection yet, so the
+ * entry applies whichever connection left it, and binds a sender to it. */
 static void apply_early(kvf_engine *eng, struct kvf_slot *r)
 {
 	struct kvf_early_ent e;
 
-	kvf_room_set_state(eng, r, KVF_BOOTSTRAPPING); /* arms the bootstrap deadline */
 	if (kvf_early_empty(&eng->early) || !kvf_early_take(&eng->early, r->id, r->role, &e))
 		return;
 	if (e.kind == KVF_EARLY_TOMBSTONE) {
@@ -183,7 +185,7 @@ static int check_blocks(kvf_engine *eng, struct kvf_slot *r, const uint32_t *blo
 {
 	for (uint32_t i = 0; i < n; i++) {
 		if (blocks[i] >= eng->pool_nblocks) {
-			kvf_room_fail(eng, r, KVF_FAIL_BAD_REQUEST, KVF_DL_NONE, ERANGE, -1, 0,
+			kvf_room_fail(eng, r, KVF_FAIL_BAD_REQUEST, ERANGE,
 				      "block[%u] = %u is outside the pool (%u blocks)", i,
 				      blocks[i], eng->pool_nblocks);
 			return -ERANGE;
@@ -200,7 +202,7 @@ static int check_call(kvf_engine *eng, struct kvf_slot *r, enum kvf_role role,
 		return -EINVAL;
 	if (!eng->pool_ok) {
 		kvf_err("api", "room %#" PRIx64 ": no pool registered (kvf_pool_register)", r->id);
-		return -EINVAL;
+		return -ENOBUFS;
 	}
 	if (r->state == KVF_FAILED)
 		return -ECANCELED;
@@ -226,14 +228,13 @@ int kvf_receiver_init(kvf_engine *eng, kvf_room room, const uint32_t *blocks, ui
 						 blocks, nblocks, &conn)
 		      : -ENOTCONN;
 	if (rc) {
-		kvf_room_fail(eng, r, KVF_FAIL_CONNECT, KVF_DL_NONE, -rc, -1, 0,
-			      "sending ROOM_INFO to %s failed: %s", eng->peers[r->peer],
-			      strerror(-rc));
+		kvf_room_fail(eng, r, KVF_FAIL_CONNECT, -rc, "sending ROOM_INFO to %s failed: %s",
+			      eng->peers[r->peer], strerror(-rc));
 		return rc;
 	}
 	r->conn = conn;
 	r->flags |= KVF_RF_INFO_SENT;
-	kvf_room_set_state(eng, r, KVF_WAITING_FOR_INPUT);
+	kvf_room_transition(eng, r, KVF_WAITING_FOR_INPUT);
 	return 0;
 }
 
@@ -258,8 +259,8 @@ static enum kvf_fail_reason post_reason(int rc)
 
 static int post_failed(kvf_engine *eng, struct kvf_slot *r, int rc)
 {
-	kvf_room_fail(eng, r, post_reason(rc), KVF_DL_NONE, -rc, -1, 0,
-		      "posting the writes on conn %u failed: %s", r->conn, strerror(-rc));
+	kvf_room_fail(eng, r, post_reason(rc), -rc, "posting the writes on conn %u failed: %s",
+		      r->conn, strerror(-rc));
 	return rc;
 }
 
@@ -277,7 +278,7 @@ int kvf_sender_send(kvf_engine *eng, kvf_room room, const uint32_t *blocks, uint
 		return -EALREADY;
 	info = r->info;
 	if (nblocks != info->nblocks) {
-		kvf_room_fail(eng, r, KVF_FAIL_BAD_REQUEST, KVF_DL_NONE, EMSGSIZE, -1, 0,
+		kvf_room_fail(eng, r, KVF_FAIL_BAD_REQUEST, EMSGSIZE,
 			      "send() has %u source blocks, the receiver asked for %u",
 			      nblocks, info->nblocks);
 		return -EMSGSIZE;
@@ -295,7 +296,7 @@ int kvf_sender_send(kvf_engine *eng, kvf_room room, const uint32_t *blocks, uint
 	if (rc <= 0)
 		return post_failed(eng, r, rc ? rc : -EIO);
 	r->outstanding = (uint32_t)rc;
-	kvf_room_set_state(eng, r, KVF_TRANSFERRING);
+	kvf_room_transition(eng, r, KVF_TRANSFERRING);
 	return 0;
 }
 
@@ -323,33 +324,31 @@ int kvf_abort(kvf_engine *eng, kvf_room room)
 	if (kvf_terminal(r))
 		return 0; /* the first outcome stands */
 	r->last = KVF_LAST_LOCAL_ABORT;
-	kvf_room_fail(eng, r, KVF_FAIL_LOCAL_ABORT, KVF_DL_NONE, ECANCELED, -1, 0,
-		      "aborted by the local caller in %s", kvf_poll_str(r->state));
+	kvf_room_fail(eng, r, KVF_FAIL_LOCAL_ABORT, ECANCELED, "aborted by the local caller in %s",
+		      kvf_poll_str(r->state));
 	return 0;
 }
 
 int kvf_failure(kvf_engine *eng, kvf_room room, struct kvf_failure *out)
 {
 	struct kvf_slot *r = room_get(eng, room);
+	struct kvf_failure fl = KVF_FAILURE_INIT;
 
 	if (!r || !out)
 		return -EINVAL;
-	memset(out, 0, sizeof(*out));
-	out->reason = (enum kvf_fail_reason)r->fail_reason;
-	out->deadline = (enum kvf_deadline)r->fail_deadline;
-	out->wc_status = -1;
-	if (r->fail_reason == KVF_FAIL_NONE)
-		return 0;
-	if (!r->fail) {
-		snprintf(out->detail, sizeof(out->detail), "%s (detail lost: out of memory)",
-			 kvf_fail_reason_str(out->reason));
-		return 0;
+	fl.reason = (enum kvf_fail_reason)r->fail_reason;
+	fl.deadline = (enum kvf_deadline)r->fail_deadline;
+	fl.wc_status = -1;
+	if (r->fail_reason != KVF_FAIL_NONE && !r->fail) {
+		snprintf(fl.detail, sizeof(fl.detail), "%s (detail lost: out of memory)",
+			 kvf_fail_reason_str(fl.reason));
+	} else if (r->fail_reason != KVF_FAIL_NONE) {
+		fl.err = r->fail->err;
+		fl.wc_status = r->fail->wc_status;
+		fl.vendor_err = r->fail->vendor_err;
+		memcpy(fl.detail, r->fail->text, sizeof(fl.detail));
 	}
-	out->err = r->fail->err;
-	out->wc_status = r->fail->wc_status;
-	out->vendor_err = r->fail->vendor_err;
-	memcpy(out->detail, r->fail->text, sizeof(out->detail));
-	return 0;
+	return kvf_sized_copy(out, &fl, sizeof(fl), offsetof(struct kvf_failure, reason));
 }
 
 int kvf_quiescent(kvf_engine *eng, kvf_room room)
@@ -372,14 +371,12 @@ int kvf_release(kvf_engine *eng, kvf_room room)
 		return -EBUSY;
 	slot = kvf_slot_index(eng, r);
 	kvf_idmap_remove(&eng->ids, r->id, r->role);
-	kvf_timers_cancel(&eng->timers, slot);
 	free(r->info);
 	free(r->fail);
 	r->info = NULL;
 	r->fail = NULL;
-	eng->st.rooms[r->state]--;
+	kvf_room_transition(eng, r, KVF_ROOM_FREE); /* cancels its deadline */
 	eng->st.released++;
-	r->in_use = 0;
 	/* A new generation: every handle, work request and immediate that
 	 * named the old room is now stale by construction. */
 	if (++r->gen == 0)

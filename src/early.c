@@ -18,11 +18,15 @@ int kvf_early_init(struct kvf_early *e, uint32_t cap)
 		return -ENOMEM;
 	rc = kvf_idmap_init(&e->map, cap, entry_id, e);
 	if (rc) {
+		/* Forget it too: the engine's cleanup runs kvf_early_fini on a
+		 * table that failed half way. */
 		free(e->ent);
+		e->ent = NULL;
 		return rc;
 	}
 	e->cap = cap;
 	e->head = e->tail = 0;
+	e->ntomb = e->ninfo = 0;
 	/* Thread every entry onto the free list. */
 	e->free_head = cap ? 1 : 0;
 	for (uint32_t i = 0; i < cap; i++)
@@ -32,6 +36,8 @@ int kvf_early_init(struct kvf_early *e, uint32_t cap)
 
 void kvf_early_fini(struct kvf_early *e)
 {
+	if (!e->ent)
+		return; /* never made, or failed half way: nothing is ours */
 	for (uint32_t i = e->head; i; i = e->ent[i - 1].next)
 		free(e->ent[i - 1].info);
 	kvf_idmap_fini(&e->map);
@@ -52,6 +58,10 @@ static void unlink_ent(struct kvf_early *e, uint32_t i)
 	else
 		e->tail = x->prev;
 	kvf_idmap_remove(&e->map, x->id, x->role);
+	if (x->kind == KVF_EARLY_TOMBSTONE)
+		e->ntomb--;
+	else
+		e->ninfo--;
 	x->next = e->free_head;
 	e->free_head = i;
 }
@@ -66,15 +76,18 @@ static void take_at(struct kvf_early *e, uint32_t i, struct kvf_early_ent *out)
 int kvf_early_put(struct kvf_early *e, const struct kvf_early_ent *ent)
 {
 	uint32_t slot, i;
-	int rc;
+	int rc, replaced = 0;
 
 	if (kvf_idmap_find(&e->map, ent->id, ent->role, &slot)) {
+		if (e->ent[slot].conn != ent->conn)
+			return -EPERM;
 		if (ent->kind != KVF_EARLY_TOMBSTONE || e->ent[slot].kind == KVF_EARLY_TOMBSTONE)
 			return -EEXIST;
 		struct kvf_early_ent old;
 
 		take_at(e, slot + 1, &old);
 		free(old.info);
+		replaced = 1;
 	}
 	if (!e->free_head)
 		return -ENOSPC;
@@ -91,7 +104,11 @@ int kvf_early_put(struct kvf_early *e, const struct kvf_early_ent *ent)
 	else
 		e->head = i;
 	e->tail = i;
-	return 0;
+	if (ent->kind == KVF_EARLY_TOMBSTONE)
+		e->ntomb++;
+	else
+		e->ninfo++;
+	return replaced;
 }
 
 bool kvf_early_take(struct kvf_early *e, uint64_t id, uint32_t role, struct kvf_early_ent *out)

@@ -37,16 +37,22 @@ struct kvf_early {
 	uint32_t cap;
 	uint32_t free_head;         /* index + 1 */
 	uint32_t head, tail;        /* oldest, newest; index + 1 */
+	uint32_t ntomb, ninfo;      /* entries kept now, per kind */
 	struct kvf_idmap map;
 };
 
 int kvf_early_init(struct kvf_early *e, uint32_t cap);
-/* Frees parked infos. */
+/* Frees parked infos. Harmless on a zeroed table or one whose init failed
+ * (the engine's cleanup calls it either way). */
 void kvf_early_fini(struct kvf_early *e);
-/* Keep ent (kind, id, role, conn, reason, info, expires). A tombstone
- * replaces a parked info (freed); an info for a key that has a tombstone, or
- * a second of either, is refused with -EEXIST (the caller counts it).
- * -ENOSPC when full. On error the caller keeps ownership of ent->info. */
+/* Keep ent (kind, id, role, conn, reason, info, expires). An entry belongs
+ * to the connection that left it: one from another connection for the same
+ * key is refused with -EPERM and the kept one is unchanged. From the same
+ * connection, a tombstone replaces a parked info (freed); an info for a key
+ * that has a tombstone, or a second of either, is refused with -EEXIST (the
+ * caller counts it). Returns 0, 1 (kept, and a parked info it replaced was
+ * freed), -EPERM, -EEXIST, or -ENOSPC when full. On error the caller keeps
+ * ownership of ent->info. */
 int kvf_early_put(struct kvf_early *e, const struct kvf_early_ent *ent);
 /* Nothing kept: the usual case, checked before paying for a lookup. */
 static inline bool kvf_early_empty(const struct kvf_early *e)

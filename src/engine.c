@@ -4,15 +4,17 @@
 #include "engine.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "clock.h"
 #include "kvf_build.h"
 #include "log.h"
 #include "mem.h"
 #include "room.h"
+#include "sized.h"
 #if HAVE_RDMA
 #include "rdma/rdma.h"
 #endif
@@ -21,11 +23,8 @@
 
 static uint64_t monotonic_ns(void *arg)
 {
-	struct timespec ts;
-
 	(void)arg;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	return kvf_monotonic_ns();
 }
 
 static uint64_t slot_id(const void *ctx, uint32_t slot)
@@ -49,6 +48,7 @@ static int alloc_tables(struct kvf_engine *eng)
 	/* Slot 0 on top: the first room gets slot 0, gen 1. */
 	for (uint32_t i = 0; i < n; i++) {
 		eng->slots[i].gen = 1;
+		eng->slots[i].state = KVF_ROOM_FREE;
 		eng->free_stack[i] = n - 1 - i;
 	}
 	eng->nfree = n;
@@ -73,8 +73,7 @@ static void free_tables(struct kvf_engine *eng)
 		free(eng->slots[i].info);
 		free(eng->slots[i].fail);
 	}
-	if (eng->early.ent)
-		kvf_early_fini(&eng->early);
+	kvf_early_fini(&eng->early);
 	kvf_timers_fini(&eng->timers);
 	kvf_idmap_fini(&eng->ids);
 	for (uint32_t i = 0; i < eng->npeers; i++)
@@ -207,7 +206,7 @@ static int drain_ring(struct kvf_engine *eng)
 
 static void log_summary(struct kvf_engine *eng, uint64_t now)
 {
-	struct kvf_stats st;
+	struct kvf_stats st = KVF_STATS_INIT;
 	uint64_t fails = 0, ign = 0;
 
 	kvf_stats(eng, &st);
@@ -218,11 +217,11 @@ static void log_summary(struct kvf_engine *eng, uint64_t now)
 	kvf_info("engine", "rooms: bootstrapping %" PRIu64 ", waiting %" PRIu64 ", transferring %"
 		 PRIu64 ", success %" PRIu64 ", failed %" PRIu64 "; inflight %" PRIu64
 		 ", oldest inflight %.3f s, unquiescent %" PRIu64 ", failures %" PRIu64
-		 ", ignored events %" PRIu64 ", tombstones %" PRIu64,
+		 ", ignored events %" PRIu64 ", tombstones %" PRIu64 ", parked infos %" PRIu64,
 		 st.rooms[KVF_BOOTSTRAPPING], st.rooms[KVF_WAITING_FOR_INPUT],
 		 st.rooms[KVF_TRANSFERRING], st.rooms[KVF_SUCCESS], st.rooms[KVF_FAILED],
 		 st.inflight, (double)st.oldest_inflight_ns / 1e9, st.unquiescent, fails, ign,
-		 st.tombstones_created - st.tombstones_applied - st.tombstones_expired);
+		 st.tombstones_live, st.early_infos_live);
 	eng->next_summary_ns = now + (uint64_t)eng->cfg.summary_interval_s * 1000000000ull;
 }
 
@@ -256,14 +255,19 @@ int kvf_progress(kvf_engine *eng)
 
 int kvf_stats(const kvf_engine *eng, struct kvf_stats *out)
 {
+	struct kvf_stats st;
+
 	if (!eng || !out)
 		return -EINVAL;
-	*out = eng->st;
-	out->ring_stalls = kvf_ring_stalls(eng->ring);
-	out->oldest_inflight_ns = 0;
+	st = eng->st;
+	st.size = sizeof(st);
+	st.ring_stalls = kvf_ring_stalls(eng->ring);
+	st.tombstones_live = eng->early.ntomb;
+	st.early_infos_live = eng->early.ninfo;
+	st.oldest_inflight_ns = 0;
 	if (eng->inflight_head)
-		out->oldest_inflight_ns = kvf_now(eng) - eng->slots[eng->inflight_head - 1].state_ns;
-	return 0;
+		st.oldest_inflight_ns = kvf_now(eng) - eng->slots[eng->inflight_head - 1].state_ns;
+	return kvf_sized_copy(out, &st, sizeof(st), offsetof(struct kvf_stats, rooms));
 }
 
 static void dump_room(const struct kvf_engine *eng, const struct kvf_slot *r, uint64_t now,
@@ -272,17 +276,10 @@ static void dump_room(const struct kvf_engine *eng, const struct kvf_slot *r, ui
 	double due = 0;
 
 	if (r->deadline != KVF_DL_NONE) {
-		uint64_t len = 0;
+		uint64_t len;
 
-		switch (r->deadline) {
-		case KVF_DL_BOOTSTRAP: len = eng->cfg.bootstrap_s; break;
-		case KVF_DL_WAITING_FOR_INPUT: len = eng->cfg.waiting_for_input_s; break;
-		case KVF_DL_INFLIGHT: len = eng->cfg.inflight_s; break;
-		case KVF_DL_RECEIVER_WAITING: len = eng->cfg.receiver_waiting_s; break;
-		case KVF_DL_QUIESCE: len = eng->cfg.quiesce_s; break;
-		default: break;
-		}
-		due = ((double)r->state_ns + (double)len * 1e9 - (double)now) / 1e9;
+		kvf_room_deadline(eng, r, &len);
+		due = ((double)r->state_ns + (double)len - (double)now) / 1e9;
 	}
 	fprintf(fp, "room %#" PRIx64 " handle %#" PRIx64 " %-8s %-17s age %.3f s in-state %.3f s"
 		" deadline %s%s%.3f s last %s conn %u outstanding %u%s%s%s\n",
@@ -305,7 +302,7 @@ int kvf_dump(const kvf_engine *eng, FILE *fp)
 		return -EINVAL;
 	now = kvf_now(eng);
 	for (uint32_t i = 0; i < eng->nslots; i++) {
-		if (!eng->slots[i].in_use)
+		if (!kvf_live(&eng->slots[i]))
 			continue;
 		dump_room(eng, &eng->slots[i], now, fp);
 		n++;

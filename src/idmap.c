@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "hash.h"
 #include "mem.h"
 
 #define VAL_BITS 25
@@ -12,16 +13,7 @@
 
 static uint64_t idmap_hash(uint64_t id, uint32_t role)
 {
-	/* Room ids may be sequential or random: mix all 64 bits (the
-	 * finalizer of splitmix64) so both spread evenly. */
-	uint64_t x = id ^ ((uint64_t)role << 63);
-
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ull;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebull;
-	x ^= x >> 31;
-	return x;
+	return kvf_mix64(id ^ ((uint64_t)role << 63));
 }
 
 /* What an entry for (hash, role) holds apart from its value. */

@@ -3,6 +3,9 @@
  * _NUM sentinels at compile time. */
 #include <kvferry/kvferry.h>
 
+#include "names.h"
+#include "room.h"
+
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
 static const char *const poll_names[] = {
@@ -44,8 +47,15 @@ static const char *const ignore_names[] = {
 	[KVF_IGN_FINISHED_ROOM] = "finished room",
 	[KVF_IGN_DUPLICATE] = "duplicate",
 	[KVF_IGN_BAD_EVENT] = "bad event",
+	[KVF_IGN_OTHER_CONN] = "other connection",
 };
 _Static_assert(COUNT(ignore_names) == KVF_IGN_NUM, "ignore_names");
+
+/* kvf_stats' arrays have room for the enums to grow; past it, the struct
+ * would have to change shape, which breaks callers. */
+_Static_assert(KVF_FAIL_NUM <= KVF_STATS_REASONS, "kvf_stats.failures is full");
+_Static_assert(KVF_DL_NUM <= KVF_STATS_DEADLINES, "kvf_stats.deadlines is full");
+_Static_assert(KVF_IGN_NUM <= KVF_STATS_IGNORED, "kvf_stats.ignored is full");
 
 const char *kvf_poll_str(int state)
 {
@@ -65,4 +75,94 @@ const char *kvf_deadline_str(enum kvf_deadline d)
 const char *kvf_ignore_reason_str(enum kvf_ignore_reason r)
 {
 	return (unsigned)r < KVF_IGN_NUM ? ignore_names[r] : "?";
+}
+
+static const char *const last_names[] = {
+	[KVF_LAST_CREATED] = "created",
+	[KVF_LAST_INIT] = "init",
+	[KVF_LAST_SEND] = "send",
+	[KVF_LAST_PEER_INFO] = "room_info",
+	[KVF_LAST_WC] = "completion",
+	[KVF_LAST_PEER_ABORT] = "peer_abort",
+	[KVF_LAST_ABORT_ACK] = "abort_ack",
+	[KVF_LAST_PEER_LOST] = "peer_lost",
+	[KVF_LAST_DATA_DONE] = "data_done",
+	[KVF_LAST_BAD_FRAME] = "bad_frame",
+	[KVF_LAST_LOCAL_ABORT] = "local_abort",
+	[KVF_LAST_DEADLINE] = "deadline",
+};
+_Static_assert(COUNT(last_names) == KVF_LAST_NUM, "last_names");
+
+const char *kvf_last_str(enum kvf_last l)
+{
+	return (unsigned)l < KVF_LAST_NUM ? last_names[l] : "?";
+}
+
+/* Work-completion statuses. The values are enum ibv_wc_status of
+ * <infiniband/verbs.h>, stable ABI of libibverbs since its first release
+ * (new ones are only appended), so the room engine can name a status
+ * without the verbs headers: the same texts as ibv_wc_status_str().
+ * test_room.c compares the two wherever the verbs are built in. */
+enum {
+	WC_SUCCESS = 0, WC_LOC_LEN_ERR, WC_LOC_QP_OP_ERR, WC_LOC_EEC_OP_ERR, WC_LOC_PROT_ERR,
+	WC_WR_FLUSH_ERR, WC_MW_BIND_ERR, WC_BAD_RESP_ERR, WC_LOC_ACCESS_ERR, WC_REM_INV_REQ_ERR,
+	WC_REM_ACCESS_ERR, WC_REM_OP_ERR, WC_RETRY_EXC_ERR, WC_RNR_RETRY_EXC_ERR,
+	WC_LOC_RDD_VIOL_ERR, WC_REM_INV_RD_REQ_ERR, WC_REM_ABORT_ERR, WC_INV_EECN_ERR,
+	WC_INV_EEC_STATE_ERR, WC_FATAL_ERR, WC_RESP_TIMEOUT_ERR, WC_GENERAL_ERR, WC_TM_ERR,
+	WC_TM_RNDV_INCOMPLETE, WC_NUM
+};
+
+static const char *const wc_names[] = {
+	[WC_SUCCESS] = "success",
+	[WC_LOC_LEN_ERR] = "local length error",
+	[WC_LOC_QP_OP_ERR] = "local QP operation error",
+	[WC_LOC_EEC_OP_ERR] = "local EE context operation error",
+	[WC_LOC_PROT_ERR] = "local protection error",
+	[WC_WR_FLUSH_ERR] = "Work Request Flushed Error",
+	[WC_MW_BIND_ERR] = "memory management operation error",
+	[WC_BAD_RESP_ERR] = "bad response error",
+	[WC_LOC_ACCESS_ERR] = "local access error",
+	[WC_REM_INV_REQ_ERR] = "remote invalid request error",
+	[WC_REM_ACCESS_ERR] = "remote access error",
+	[WC_REM_OP_ERR] = "remote operation error",
+	[WC_RETRY_EXC_ERR] = "transport retry counter exceeded",
+	[WC_RNR_RETRY_EXC_ERR] = "RNR retry counter exceeded",
+	[WC_LOC_RDD_VIOL_ERR] = "local RDD violation error",
+	[WC_REM_INV_RD_REQ_ERR] = "remote invalid RD request",
+	[WC_REM_ABORT_ERR] = "aborted error",
+	[WC_INV_EECN_ERR] = "invalid EE context number",
+	[WC_INV_EEC_STATE_ERR] = "invalid EE context state",
+	[WC_FATAL_ERR] = "fatal error",
+	[WC_RESP_TIMEOUT_ERR] = "response timeout error",
+	[WC_GENERAL_ERR] = "general error",
+	[WC_TM_ERR] = "TM error",
+	[WC_TM_RNDV_INCOMPLETE] = "TM software rendezvous",
+};
+_Static_assert(COUNT(wc_names) == WC_NUM, "wc_names");
+
+/* What to look at, per status (NCCL's habit of naming the likely cause). */
+static const char *const wc_hints[WC_NUM] = {
+	[WC_WR_FLUSH_ERR] = "flushed: the queue pair went to error earlier (see the first error)",
+	[WC_RETRY_EXC_ERR] = "peer unreachable or qp_timeout too short (rdma.qp_timeout, "
+			     "rdma.retry_cnt)",
+	[WC_RNR_RETRY_EXC_ERR] = "peer had no receive posted (rdma.rnr_retry, rdma.rq_depth)",
+	[WC_REM_ACCESS_ERR] = "bad rkey or block out of the remote pool",
+	[WC_REM_INV_REQ_ERR] = "peer rejected the request (length or opcode)",
+	[WC_REM_OP_ERR] = "peer failed the operation (its receive buffer too small?)",
+	[WC_LOC_PROT_ERR] = "local buffer not registered or lkey wrong",
+	[WC_LOC_ACCESS_ERR] = "local buffer not registered or lkey wrong",
+	[WC_LOC_LEN_ERR] = "message longer than the receive buffer",
+	[WC_LOC_QP_OP_ERR] = "local queue pair misuse (bad SGE count or state)",
+	[WC_FATAL_ERR] = "device error: check dmesg",
+	[WC_GENERAL_ERR] = "device error: check dmesg",
+};
+
+const char *kvf_wc_status_str(int status)
+{
+	return status >= 0 && status < WC_NUM ? wc_names[status] : "unknown";
+}
+
+const char *kvf_wc_status_hint(int status)
+{
+	return status >= 0 && status < WC_NUM && wc_hints[status] ? wc_hints[status] : "";
 }

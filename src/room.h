@@ -35,11 +35,28 @@ enum kvf_last {
 	KVF_LAST_NUM
 };
 
+/* A slot's state is enum kvf_poll while it holds a room, and this one
+ * while it is free: creating and releasing a room are transitions like
+ * the others (FREE -> BOOTSTRAPPING, terminal -> FREE). */
+#define KVF_ROOM_FREE KVF_POLL_NUM
+#define KVF_ROOM_NSTATES (KVF_POLL_NUM + 1)
+
 enum kvf_room_flag {
 	KVF_RF_INFO_SENT = 1 << 0,     /* receiver: ROOM_INFO went to the peer */
 	KVF_RF_QUIESCENT = 1 << 1,     /* nothing posted can still touch the memory */
 	KVF_RF_ACK_OWED = 1 << 2,      /* sender: ABORT_ACK once drained */
 	KVF_RF_ABORT_OWED = 1 << 3,    /* sender: ABORT to the peer once drained */
+};
+
+/* Why quiescence is being looked at: each names a rule of
+ * kvf_room_quiesce (and of tests/model/room.pml). */
+enum kvf_quiet_why {
+	KVF_QW_DRAINED = 0, /* sender: a completion came, writes were cancelled */
+	KVF_QW_FAILED,      /* the room just failed */
+	KVF_QW_LAST_WRITE,  /* receiver: the final write-with-immediate landed */
+	KVF_QW_PEER_ABORT,  /* receiver: the sender's ABORT (sent once drained) */
+	KVF_QW_ACK,         /* receiver: the sender's ABORT_ACK */
+	KVF_QW_CONN_GONE,   /* the connection's QPs are in error, or there is none */
 };
 
 /* The details of the one failure field; the reason itself lives in the
@@ -51,6 +68,16 @@ struct kvf_fail_detail {
 	char text[192];
 };
 
+/* A failure with all its fields, for the few that have more than a reason
+ * and an errno (a deadline, a work completion). */
+struct kvf_fail_how {
+	enum kvf_fail_reason reason;
+	enum kvf_deadline dl;  /* KVF_FAIL_DEADLINE: which one */
+	int err;               /* positive errno */
+	int wc_status;         /* -1 when no work completion is involved */
+	uint32_t vendor_err;
+};
+
 struct kvf_slot {
 	uint64_t id;
 	uint64_t created_ns;
@@ -58,14 +85,13 @@ struct kvf_slot {
 	struct kvf_peer_info *info;   /* sender: the receiver's ROOM_INFO */
 	struct kvf_fail_detail *fail; /* set with fail_reason */
 	uint32_t gen;                 /* bumped at release; never 0 */
-	uint32_t conn;                /* connection the room depends on, 0 = none */
+	uint32_t conn;                /* connection the room is bound to, 0 = none */
 	uint32_t outstanding;         /* sender: signaled WRs not yet completed */
 	uint32_t inflight_prev;       /* TRANSFERRING list, slot + 1 */
 	uint32_t inflight_next;
 	uint16_t peer;                /* receiver: index into the engine's peers */
-	uint8_t in_use;
 	uint8_t role;                 /* enum kvf_role */
-	uint8_t state;                /* enum kvf_poll */
+	uint8_t state;                /* enum kvf_poll, or KVF_ROOM_FREE */
 	uint8_t fail_reason;          /* THE failure field: enum kvf_fail_reason */
 	uint8_t fail_deadline;        /* enum kvf_deadline when reason is DEADLINE */
 	uint8_t deadline;             /* deadline armed now, enum kvf_deadline */
@@ -103,6 +129,9 @@ struct kvf_engine {
 
 	uint64_t next_summary_ns;
 	struct kvf_stats st;
+	/* Transitions taken, per role, from, to: the table's walk test reads
+	 * it; a disallowed one stays 0 (debug builds assert it). */
+	uint64_t transitions[2][KVF_ROOM_NSTATES][KVF_ROOM_NSTATES];
 };
 
 /* Handle <-> slot. */
@@ -114,26 +143,63 @@ static inline uint32_t kvf_slot_index(const struct kvf_engine *eng, const struct
 {
 	return (uint32_t)(r - eng->slots);
 }
+static inline bool kvf_live(const struct kvf_slot *r)
+{
+	return r->state != KVF_ROOM_FREE;
+}
 static inline bool kvf_terminal(const struct kvf_slot *r)
 {
 	return r->state == KVF_FAILED || r->state == KVF_SUCCESS;
 }
 
+/* The one room-handle validator: the live room at slot whose generation
+ * matches gen in the bits of gen_mask (a handle and a wr_id carry all 32,
+ * an immediate the low 12), or NULL. Every name of a room from outside
+ * (API handle, work completion, immediate) passes here. */
+static inline struct kvf_slot *kvf_room_at(const struct kvf_engine *eng, uint32_t slot,
+					   uint32_t gen, uint32_t gen_mask)
+{
+	struct kvf_slot *r;
+
+	if (!eng || slot >= eng->nslots)
+		return NULL;
+	r = &eng->slots[slot];
+	return kvf_live(r) && ((r->gen ^ gen) & gen_mask) == 0 ? r : NULL;
+}
+
 uint64_t kvf_now(const struct kvf_engine *eng);
 
-/* Move a live room to a non-failed state: gauges, the inflight list and the
- * state's deadline follow. */
-void kvf_room_set_state(struct kvf_engine *eng, struct kvf_slot *r, enum kvf_poll state);
+/* The deadline that applies to the room in its state (KVF_DL_NONE and
+ * *len_ns 0 when none) and its length. */
+enum kvf_deadline kvf_room_deadline(const struct kvf_engine *eng, const struct kvf_slot *r,
+				    uint64_t *len_ns);
+
+/* Whether the table lets a room of role go from one state to another
+ * (states: enum kvf_poll or KVF_ROOM_FREE). */
+bool kvf_room_transition_allowed(enum kvf_role role, unsigned from, unsigned to);
+
+/* THE door: every state change of a room, its creation (FREE ->
+ * BOOTSTRAPPING) and release (terminal -> FREE) included. Gauges, the
+ * inflight list and the new state's deadline follow. Debug builds assert
+ * the transition is in the table. Failing goes through kvf_room_fail. */
+void kvf_room_transition(struct kvf_engine *eng, struct kvf_slot *r, unsigned to);
 
 /* Write the room's failure field and move it to FAILED, then do what the
  * protocol owes the peer (ABORT, ABORT_ACK) and arm the quiesce deadline.
- * Returns false (and changes nothing) when the room is already terminal. */
+ * Returns false (and changes nothing) when the room is already terminal.
+ * kvf_room_fail is the usual short form: no deadline, no work completion. */
 bool kvf_room_fail(struct kvf_engine *eng, struct kvf_slot *r, enum kvf_fail_reason reason,
-		   enum kvf_deadline dl, int err, int wc_status, uint32_t vendor_err,
-		   const char *fmt, ...) __attribute__((format(printf, 8, 9)));
+		   int err, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+bool kvf_room_fail_how(struct kvf_engine *eng, struct kvf_slot *r, const struct kvf_fail_how *how,
+		       const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
-/* Mark quiescent if nothing posted can still land; sends what was owed. */
-void kvf_room_check_quiescent(struct kvf_engine *eng, struct kvf_slot *r);
+/* The quiescence rules, all of them: mark a terminal room quiescent when
+ * the rule for why holds, and send what a drained sender owes its peer. */
+void kvf_room_quiesce(struct kvf_engine *eng, struct kvf_slot *r, enum kvf_quiet_why why);
+
+/* The quiesce deadline passed: tear the connection down (or, without one,
+ * nothing can land) and keep the deadline armed until PEER_LOST. */
+void kvf_room_quiesce_overdue(struct kvf_engine *eng, struct kvf_slot *r);
 
 /* Apply one event from the ring. */
 void kvf_room_apply(struct kvf_engine *eng, struct kvf_event *ev);

@@ -210,8 +210,10 @@ static void step_room(const struct opts *o, struct side *s, uint32_t i)
 static void note_failure(struct side *s, uint32_t i)
 {
 	if (s->first_failure.reason == KVF_FAIL_NONE &&
-	    kvf_poll(s->eng, s->rooms[i]) == KVF_FAILED)
+	    kvf_poll(s->eng, s->rooms[i]) == KVF_FAILED) {
+		s->first_failure.size = sizeof(s->first_failure);
 		kvf_failure(s->eng, s->rooms[i], &s->first_failure);
+	}
 }
 
 static int drive(const struct opts *o, struct side *s)

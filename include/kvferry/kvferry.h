@@ -106,10 +106,29 @@ enum kvf_ignore_reason {
 	KVF_IGN_FINISHED_ROOM,        /* the room is already terminal */
 	KVF_IGN_DUPLICATE,            /* the same event twice (e.g. ROOM_INFO again) */
 	KVF_IGN_BAD_EVENT,            /* an event kind or field out of range */
+	KVF_IGN_OTHER_CONN,           /* a frame naming a room bound to another
+	                                 connection (a room takes frames only from
+	                                 the peer it is bound to) */
 	KVF_IGN_NUM
 };
 
+/*
+ * The structs below are copied out to the caller and will grow: new fields
+ * are only ever added at the end, and the arrays indexed by an enum have
+ * room for it to grow (KVF_STATS_*). Before the call, set .size to
+ * sizeof(the struct) as your header knows it, e.g.
+ *
+ *     struct kvf_stats st = KVF_STATS_INIT;
+ *     kvf_stats(eng, &st);
+ *
+ * The library fills only the first .size bytes (a caller built against an
+ * older, smaller header gets the fields it knows and nothing is written past
+ * them), zeroes what it does not know of a larger one, and sets .size to the
+ * bytes it filled: a field at or past that offset was not filled. A .size
+ * smaller than the first field's offset is -EINVAL.
+ */
 struct kvf_failure {
+	uint32_t size;              /* in: sizeof(struct kvf_failure); out: bytes filled */
 	enum kvf_fail_reason reason;
 	enum kvf_deadline deadline; /* KVF_FAIL_DEADLINE: which one */
 	int err;                    /* positive errno where one applies, else 0 */
@@ -117,28 +136,45 @@ struct kvf_failure {
 	uint32_t vendor_err;        /* from the work completion */
 	char detail[192];           /* human-readable, never empty when failed */
 };
+#define KVF_FAILURE_INIT { .size = sizeof(struct kvf_failure) }
+
+/* Room in kvf_stats' per-enum arrays: the enums may grow up to these. */
+#define KVF_STATS_REASONS 16   /* failures[], by enum kvf_fail_reason */
+#define KVF_STATS_DEADLINES 8  /* deadlines[], by enum kvf_deadline */
+#define KVF_STATS_IGNORED 16   /* ignored[], by enum kvf_ignore_reason */
 
 struct kvf_stats {
+	uint32_t size;                /* in: sizeof(struct kvf_stats); out: bytes filled */
+	uint32_t reserved;            /* 0 */
 	uint64_t rooms[KVF_POLL_NUM]; /* live (unreleased) rooms per state */
 	uint64_t inflight;            /* sender rooms in TRANSFERRING */
 	uint64_t unquiescent;         /* terminal rooms whose memory is still held */
 	uint64_t created;             /* rooms ever created */
 	uint64_t released;            /* rooms ever released */
-	uint64_t failures[KVF_FAIL_NUM];
-	uint64_t deadlines[KVF_DL_NUM]; /* rooms failed per deadline kind */
-	uint64_t ignored[KVF_IGN_NUM];
-	uint64_t tombstones_created;
-	uint64_t tombstones_applied;
-	uint64_t tombstones_expired;
-	uint64_t tombstones_dropped; /* table full: the oldest early entry evicted */
-	uint64_t early_infos_parked; /* ROOM_INFOs that came before their sender room */
+	uint64_t failures[KVF_STATS_REASONS];
+	uint64_t deadlines[KVF_STATS_DEADLINES]; /* rooms failed per deadline kind */
+	uint64_t ignored[KVF_STATS_IGNORED];
+	/* What arrives before its room (docs/design.md). Each kept entry ends
+	 * in exactly one outcome: created == applied + expired + evicted + live
+	 * for tombstones, parked == applied + expired + evicted + replaced +
+	 * live for ROOM_INFOs. */
+	uint64_t tombstones_created;  /* early ABORTs kept */
+	uint64_t tombstones_applied;  /* their room was created: FAILED at once */
+	uint64_t tombstones_expired;  /* engine.tombstone_ttl_s passed */
+	uint64_t tombstones_evicted;  /* the table was full (engine.max_tombstones) */
+	uint64_t tombstones_live;     /* gauge: kept now */
+	uint64_t early_infos_parked;  /* ROOM_INFOs that came before their sender room */
 	uint64_t early_infos_applied;
 	uint64_t early_infos_expired; /* no sender room in time: ABORT sent back */
+	uint64_t early_infos_evicted; /* the table was full: ABORT sent back */
+	uint64_t early_infos_replaced; /* the same peer's ABORT came next: a tombstone */
+	uint64_t early_infos_live;    /* gauge: parked now */
 	uint64_t bad_frames;         /* malformed frames from peers */
 	uint64_t ring_stalls;        /* times the poller found the ring full */
 	uint64_t events;             /* events applied from the ring */
 	uint64_t oldest_inflight_ns; /* age of the oldest TRANSFERRING room, 0 if none */
 };
+#define KVF_STATS_INIT { .size = sizeof(struct kvf_stats) }
 
 /* ------------------------------------------------------------------ engine */
 
@@ -163,6 +199,13 @@ KVF_API void kvf_engine_close(kvf_engine *eng);
  * Replace the engine's monotonic clock (nanoseconds). For tests and for
  * engines that want deadlines on their own clock. fn NULL restores
  * CLOCK_MONOTONIC. Returns 0 or -EINVAL.
+ *
+ * What follows this clock: room deadlines, the quiesce deadline, tombstone
+ * and parked ROOM_INFO TTLs, the periodic summary, kvf_dump's ages.
+ * What does not: the transport's heartbeats, heartbeat misses
+ * (heartbeat.interval_ms x heartbeat.misses) and rdma.connect_timeout_ms
+ * stay on CLOCK_MONOTONIC, measured by the transport; a clock that runs
+ * slow or stops does not delay a lost peer's detection.
  */
 KVF_API int kvf_engine_set_clock(kvf_engine *eng, uint64_t (*fn)(void *arg), void *arg);
 
@@ -174,7 +217,8 @@ KVF_API int kvf_engine_set_clock(kvf_engine *eng, uint64_t (*fn)(void *arg), voi
  */
 KVF_API int kvf_progress(kvf_engine *eng);
 
-/* Copy the counters and gauges. Returns 0 or -EINVAL. */
+/* Copy the counters and gauges; set out->size first (see struct kvf_stats).
+ * Returns 0 or -EINVAL (NULL argument, out->size too small). */
 KVF_API int kvf_stats(const kvf_engine *eng, struct kvf_stats *out);
 
 /* Write one line per live room: handle, id, role, state, age, the deadline
@@ -189,8 +233,9 @@ KVF_API int kvf_dump(const kvf_engine *eng, FILE *fp);
  * host memory, or CUDA device memory when built with CUDA (detected from the
  * pointer). Must be called once, before any room is created. The memory stays
  * the caller's; it must outlive the engine.
- * Returns 0 or -EINVAL (bad shape), -EEXIST (already registered), -ENOMEM,
- * -ENOTSUP (CUDA memory without CUDA support), or -errno from ibv_reg_mr.
+ * Returns 0 or -EINVAL (bad shape), -EEXIST (already registered), -EBUSY (a
+ * room was already created: register first), -ENOMEM, -ENOTSUP (CUDA memory
+ * without CUDA support), or -errno from ibv_reg_mr.
  */
 KVF_API int kvf_pool_register(kvf_engine *eng, uint32_t nbufs, void *const *bufs,
 		      const uint64_t *block_size, uint32_t nblocks);
@@ -219,6 +264,7 @@ KVF_API int kvf_receiver_create(kvf_engine *eng, uint64_t room_id, const char *p
  * buffer of the pool). Sends ROOM_INFO to the peer; the room moves to
  * WAITING_FOR_INPUT. Returns 0 or:
  *   -EINVAL     stale handle, not a receiver, nblocks 0 or too many
+ *   -ENOBUFS    no pool was registered (kvf_pool_register)
  *   -ERANGE     a block id is outside the pool (the room is FAILED, BAD_REQUEST)
  *   -EALREADY   init was already called
  *   -ECANCELED  the room is already FAILED
@@ -230,7 +276,8 @@ KVF_API int kvf_receiver_init(kvf_engine *eng, kvf_room room, const uint32_t *bl
  * Sender: the source block ids, in the order of the receiver's destination
  * blocks. Posts the writes (or queues them when the send queue is full); the
  * room moves to TRANSFERRING. Returns 0 or:
- *   -EINVAL     stale handle, not a sender
+ *   -EINVAL     stale handle, not a sender, nblocks 0 or too many
+ *   -ENOBUFS    no pool was registered (kvf_pool_register)
  *   -EAGAIN     the receiver's ROOM_INFO has not arrived yet (BOOTSTRAPPING)
  *   -EMSGSIZE   nblocks differs from the receiver's count (room FAILED, BAD_REQUEST)
  *   -ERANGE     a block id is outside the pool (room FAILED, BAD_REQUEST)
@@ -251,8 +298,9 @@ KVF_API int kvf_poll(kvf_engine *eng, kvf_room room);
  */
 KVF_API int kvf_abort(kvf_engine *eng, kvf_room room);
 
-/* Copy the room's failure (reason KVF_FAIL_NONE when not failed).
- * Returns 0 or -EINVAL. */
+/* Copy the room's failure (reason KVF_FAIL_NONE when not failed); set
+ * out->size first (see struct kvf_failure).
+ * Returns 0 or -EINVAL (stale handle, NULL out, out->size too small). */
 KVF_API int kvf_failure(kvf_engine *eng, kvf_room room, struct kvf_failure *out);
 
 /*

@@ -232,7 +232,7 @@ int main(int argc, char **argv)
 				continue;
 			}
 			if (r->st == 1) {
-				struct kvf_failure f;
+				struct kvf_failure f = KVF_FAILURE_INIT;
 				double t = kvt_mono();
 
 				r->st = 2;

@@ -24,9 +24,11 @@ struct fake {
 	int room_infos, writes, cancels, aborts, acks, teardowns;
 	uint64_t room_info_id, room_info_handle;
 	uint64_t write_wr_id;
+	uint32_t write_conn;
 	uint32_t write_imm, write_n;
 	uint64_t abort_id, ack_id;
 	uint8_t abort_role;
+	uint32_t abort_conn, ack_conn;
 	uint16_t abort_reason;
 	uint32_t teardown_conn;
 	uint32_t torn;          /* bit per connection id < 32 torn down */
@@ -50,6 +52,7 @@ static int fake_post_writes(void *t, uint32_t conn, uint64_t wr_id, uint32_t imm
 	struct fake *f = t;
 
 	f->writes++;
+	f->write_conn = conn;
 	f->write_wr_id = wr_id;
 	f->write_imm = imm;
 	f->write_n = n;
@@ -69,6 +72,7 @@ static int fake_abort(void *t, uint32_t conn, uint64_t id, uint8_t to_role, uint
 	struct fake *f = t;
 
 	f->aborts++;
+	f->abort_conn = conn;
 	f->abort_id = id;
 	f->abort_role = to_role;
 	f->abort_reason = reason;
@@ -80,6 +84,7 @@ static int fake_ack(void *t, uint32_t conn, uint64_t id)
 	struct fake *f = t;
 
 	f->acks++;
+	f->ack_conn = conn;
 	f->ack_id = id;
 	return 0;
 }
@@ -182,12 +187,28 @@ static inline void push_lost(kvf_engine *eng, uint32_t conn)
 				      .status = KVF_FAIL_PEER_LOST });
 }
 
-/* The final write-with-immediate for receiver room h landed. */
-static inline void push_data_done(kvf_engine *eng, kvf_room h)
+/* The final write-with-immediate for receiver room h landed on conn. */
+static inline void push_data_done_on(kvf_engine *eng, kvf_room h, uint32_t conn)
 {
-	push(eng, (struct kvf_event){ .kind = KVF_EV_DATA_DONE, .peer = 7,
+	push(eng, (struct kvf_event){ .kind = KVF_EV_DATA_DONE, .peer = conn,
 				      .key = (uint32_t)h.v |
 					     (uint64_t)((h.v >> 32) & KVF_IMM_GEN_MASK) << 32 });
+}
+
+static inline void push_data_done(kvf_engine *eng, kvf_room h)
+{
+	push_data_done_on(eng, h, 7);
+}
+
+static inline void push_ack(kvf_engine *eng, uint64_t id, uint32_t conn)
+{
+	push(eng, (struct kvf_event){ .kind = KVF_EV_ABORT_ACK, .key = id, .peer = conn });
+}
+
+static inline void push_bad_frame(kvf_engine *eng, uint64_t id, enum kvf_role role, uint32_t conn)
+{
+	push(eng, (struct kvf_event){ .kind = KVF_EV_BAD_FRAME, .key = id, .role = (uint8_t)role,
+				      .peer = conn });
 }
 
 #endif

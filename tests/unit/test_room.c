@@ -5,6 +5,7 @@
  * without one failure field, counted drops, tombstones and deadlines. */
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
+#include <stddef.h>
 #include <stdio.h>
 
 #include "fake_transport.h"
@@ -30,7 +31,7 @@ TestSuite(room, .init = setup, .fini = teardown);
 
 static struct kvf_stats stats(void)
 {
-	struct kvf_stats st;
+	struct kvf_stats st = KVF_STATS_INIT;
 
 	cr_assert_eq(kvf_stats(eng, &st), 0);
 	return st;
@@ -38,7 +39,7 @@ static struct kvf_stats stats(void)
 
 static struct kvf_failure failure(kvf_room h)
 {
-	struct kvf_failure fl;
+	struct kvf_failure fl = KVF_FAILURE_INIT;
 
 	cr_assert_eq(kvf_failure(eng, h, &fl), 0);
 	return fl;
@@ -284,7 +285,7 @@ Test(room, send_refusals)
 
 Test(room, null_and_stale_handles)
 {
-	struct kvf_failure fl;
+	struct kvf_failure fl = KVF_FAILURE_INIT;
 	uint32_t b = 0;
 
 	cr_assert_eq(kvf_poll(NULL, (kvf_room){ 0 }), -EINVAL);
@@ -508,7 +509,9 @@ Test(room, early_table_full_evicts_the_oldest)
 	push_info(eng, 2, 7, 3, 2);
 	push_abort(eng, 3, KVF_SENDER, 7);
 	kvf_progress(eng);
-	cr_assert_eq(stats().tombstones_dropped, 1);
+	cr_assert_eq(stats().tombstones_evicted, 1);
+	cr_assert_eq(stats().tombstones_live, 1);
+	cr_assert_eq(stats().early_infos_live, 1);
 	cr_assert_eq(stats().tombstones_created, 2);
 	cr_assert_eq(kvf_sender_create(eng, 1, &h), 0);
 	cr_assert_eq(kvf_poll(eng, h), KVF_BOOTSTRAPPING, "the oldest tombstone was evicted");
@@ -570,4 +573,99 @@ Test(room, bad_room_info_frame_aborts_the_receiver)
 	cr_assert_eq(f.aborts, 2);
 	cr_assert_eq(f.abort_id, 91);
 	cr_assert_eq(stats().bad_frames, 2);
+}
+
+/* A caller built against an older, smaller kvf_stats / kvf_failure gets the
+ * prefix it knows and not a byte more; a newer, larger one gets zeros where
+ * this library knows nothing. */
+Test(room, growable_structs_fill_only_what_the_caller_knows)
+{
+	enum { PAD = 64 };
+	union {
+		struct kvf_stats st;
+		struct kvf_failure fl;
+		unsigned char raw[sizeof(struct kvf_stats) + sizeof(struct kvf_failure) + PAD];
+	} b;
+	size_t old;
+	kvf_room h;
+
+	cr_assert_eq(kvf_sender_create(eng, 0x5e, &h), 0);
+	cr_assert_eq(kvf_abort(eng, h), 0);
+
+	old = offsetof(struct kvf_stats, tombstones_created);
+	memset(&b, 0xAA, sizeof(b));
+	b.st.size = (uint32_t)old;
+	cr_assert_eq(kvf_stats(eng, &b.st), 0);
+	cr_assert_eq(b.st.size, old);
+	cr_assert_eq(b.st.created, 1);
+	cr_assert_eq(b.st.failures[KVF_FAIL_LOCAL_ABORT], 1);
+	for (size_t i = old; i < sizeof(b); i++)
+		cr_assert_eq(b.raw[i], 0xAA, "byte %zu written past the caller's struct", i);
+
+	memset(&b, 0xAA, sizeof(b));
+	b.st.size = sizeof(struct kvf_stats) + PAD;
+	cr_assert_eq(kvf_stats(eng, &b.st), 0);
+	cr_assert_eq(b.st.size, sizeof(struct kvf_stats), "filled what this library knows");
+	for (size_t i = sizeof(struct kvf_stats); i < sizeof(struct kvf_stats) + PAD; i++)
+		cr_assert_eq(b.raw[i], 0, "unknown tail byte %zu not zeroed", i);
+	cr_assert_eq(b.raw[sizeof(struct kvf_stats) + PAD], 0xAA, "and not one byte more");
+
+	b.st.size = 0;
+	cr_assert_eq(kvf_stats(eng, &b.st), -EINVAL, "size not set");
+	b.st.size = 4;
+	cr_assert_eq(kvf_stats(eng, &b.st), -EINVAL, "too small for any field");
+
+	old = offsetof(struct kvf_failure, detail);
+	memset(&b, 0xAA, sizeof(b));
+	b.fl.size = (uint32_t)old;
+	cr_assert_eq(kvf_failure(eng, h, &b.fl), 0);
+	cr_assert_eq(b.fl.size, old);
+	cr_assert_eq(b.fl.reason, KVF_FAIL_LOCAL_ABORT);
+	cr_assert_eq(b.fl.err, ECANCELED);
+	for (size_t i = old; i < sizeof(b); i++)
+		cr_assert_eq(b.raw[i], 0xAA, "byte %zu written past the caller's struct", i);
+	b.fl.size = 0;
+	cr_assert_eq(kvf_failure(eng, h, &b.fl), -EINVAL);
+}
+
+/* The pool comes first: registering it after a room exists is refused with
+ * its own errno, and init/send without a pool say so apart from a stale
+ * handle. */
+Test(room, pool_must_come_before_rooms)
+{
+	static uint64_t mem[2][16];
+	void *bufs[2] = { mem[0], mem[1] };
+	const uint64_t bs[2] = { 8, 8 };
+	uint32_t blocks[2] = { 0, 1 };
+	kvf_engine *bare = NULL;
+	kvf_room r, s;
+
+	cr_assert_eq(kvf_engine_create(&cfg, &fake_ops, &f, &bare), 0);
+	cr_assert_eq(kvf_receiver_create(bare, 1, "10.0.0.1:1", &r), 0);
+	cr_assert_eq(kvf_sender_create(bare, 2, &s), 0);
+	cr_assert_eq(kvf_receiver_init(bare, r, blocks, 2), -ENOBUFS, "no pool");
+	cr_assert_eq(kvf_receiver_init(bare, (kvf_room){ r.v + (1ull << 32) }, blocks, 2), -EINVAL,
+		     "a stale handle is another error");
+	push_info(bare, 2, 7, 1, 2);
+	kvf_progress(bare);
+	cr_assert_eq(kvf_sender_send(bare, s, blocks, 2), -ENOBUFS);
+	cr_assert_eq(kvf_pool_register(bare, 2, bufs, bs, 16), -EBUSY, "rooms exist already");
+	cr_assert_eq(f.room_infos, 0);
+	kvf_engine_close(bare);
+}
+
+/* A slot reused after a deadline failure must not report the old room's
+ * deadline in the new room's kvf_failure. */
+Test(room, reused_slot_reports_no_old_deadline)
+{
+	kvf_room h;
+
+	cr_assert_eq(kvf_sender_create(eng, 0x70, &h), 0);
+	fake_clock += cfg.bootstrap_s * SEC;
+	kvf_progress(eng);
+	cr_assert_eq(failure(h).deadline, KVF_DL_BOOTSTRAP);
+	cr_assert_eq(kvf_release(eng, h), 0);
+	cr_assert_eq(kvf_sender_create(eng, 0x71, &h), 0);
+	cr_assert_eq(failure(h).reason, KVF_FAIL_NONE);
+	cr_assert_eq(failure(h).deadline, KVF_DL_NONE);
 }

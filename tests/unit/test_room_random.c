@@ -50,7 +50,7 @@ static uint64_t state_len(const struct kvf_slot *r)
 static void check_invariants(void)
 {
 	uint64_t count[KVF_POLL_NUM] = { 0 }, inflight = 0, unq = 0, live = 0;
-	struct kvf_stats st;
+	struct kvf_stats st = KVF_STATS_INIT;
 
 	kvf_stats(eng, &st);
 	for (int i = 0; i < nrooms; i++) {
@@ -79,6 +79,11 @@ static void check_invariants(void)
 	cr_assert_eq(st.inflight, inflight);
 	cr_assert_eq(st.unquiescent, unq);
 	cr_assert_eq(st.created - st.released, live);
+	cr_assert_eq(st.tombstones_created, st.tombstones_applied + st.tombstones_expired +
+						    st.tombstones_evicted + st.tombstones_live);
+	cr_assert_eq(st.early_infos_parked, st.early_infos_applied + st.early_infos_expired +
+						    st.early_infos_evicted + st.early_infos_replaced +
+						    st.early_infos_live);
 }
 
 static void create_room(void)
@@ -140,8 +145,8 @@ static void receiver_step(struct troom *t)
 		f.conn = t->conn;
 		kvf_receiver_init(eng, t->h, dst, 4);
 		break;
-	case 1: case 2:
-		push_data_done(eng, t->h);
+	case 1: case 2: /* now and then from a connection that is not the room's */
+		push_data_done_on(eng, t->h, rnd(10) ? t->conn : 1 + (uint32_t)rnd(CONNS));
 		break;
 	case 3:
 		push(eng, (struct kvf_event){ .kind = KVF_EV_ABORT_ACK, .key = t->id, .peer = t->conn });
@@ -256,7 +261,7 @@ Test(room_random, thousands_of_rooms_every_interleaving, .timeout = 300)
 		cr_assert_eq(kvf_release(eng, rooms[i].h), 0);
 		rooms[i].live = 0;
 	}
-	struct kvf_stats st;
+	struct kvf_stats st = KVF_STATS_INIT;
 
 	kvf_stats(eng, &st);
 	cr_log_info("created %lu, released %lu, successes %d, failures: deadline %lu abort %lu peer-abort %lu wc %lu lost %lu bad-req %lu; ignored stale %lu unknown %lu finished %lu dup %lu; tombstones %lu/%lu",
@@ -276,5 +281,13 @@ Test(room_random, thousands_of_rooms_every_interleaving, .timeout = 300)
 	cr_assert_gt(successes, ROOMS / 10, "enough rooms reach SUCCESS to mean something");
 	cr_assert_gt(st.tombstones_applied, 0);
 	cr_assert_gt(st.early_infos_applied, 0);
+	/* Every state change went through the table (debug builds also assert
+	 * each one), and the storm took every transition in it. */
+	for (unsigned role = 0; role < 2; role++)
+		for (unsigned from = 0; from < KVF_ROOM_NSTATES; from++)
+			for (unsigned to = 0; to < KVF_ROOM_NSTATES; to++)
+				cr_assert_eq(eng->transitions[role][from][to] > 0,
+					     kvf_room_transition_allowed(role, from, to),
+					     "role %u %u -> %u", role, from, to);
 	kvf_engine_close(eng);
 }

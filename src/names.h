@@ -1,0 +1,13 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Internal name tables (names.c): what the room engine prints without
+ * including the verbs headers. */
+#ifndef KVF_NAMES_H
+#define KVF_NAMES_H
+
+/* The text ibv_wc_status_str() gives for a work-completion status, and a
+ * hint for the room's failure detail ("" when there is nothing to add).
+ * Never NULL; "unknown" for a status past the table, as libibverbs says. */
+const char *kvf_wc_status_str(int status);
+const char *kvf_wc_status_hint(int status);
+
+#endif

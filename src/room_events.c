@@ -1,0 +1,460 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Applying what the transport reports (events from the ring), deadlines
+ * that passed, and what arrived before its room (tombstones, parked
+ * ROOM_INFOs) to the rooms. Every event that cannot be applied is counted
+ * and logged. State changes go through room.c. Scheduler thread only. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "names.h"
+#include "room.h"
+
+void kvf_room_ignore(struct kvf_engine *eng, enum kvf_ignore_reason why,
+		     const struct kvf_event *ev, const char *what)
+{
+	eng->st.ignored[why]++;
+	kvf_dbg("room", "ignored %s (%s): key %#" PRIx64 " peer %u status %u", what,
+		kvf_ignore_reason_str(why), ev ? ev->key : 0, ev ? ev->peer : 0,
+		ev ? ev->status : 0);
+}
+
+static struct kvf_slot *by_id(struct kvf_engine *eng, uint64_t id, uint32_t role)
+{
+	uint32_t slot;
+
+	return kvf_idmap_find(&eng->ids, id, role, &slot) ? &eng->slots[slot] : NULL;
+}
+
+/* A room takes frames only from the connection it is bound to: a sender's
+ * is the one its ROOM_INFO came on, a receiver's the one kvf_receiver_init
+ * sent its ROOM_INFO on. Another peer naming the room (two decode engines
+ * on one prefill engine may well use the same ids) is counted and changes
+ * nothing. A room not bound yet takes the first. */
+static bool other_conn(struct kvf_engine *eng, const struct kvf_slot *r,
+		       const struct kvf_event *ev, const char *what)
+{
+	if (!r->conn || r->conn == ev->peer)
+		return false;
+	/* A warning, not debug: two peers using one room id is a deployment
+	 * fault someone has to see. */
+	kvf_warn("room", "%s for room %#" PRIx64 " (%s) from conn %u, but the room is bound "
+		 "to conn %u: ignored", what, r->id, r->role == KVF_SENDER ? "sender" : "receiver",
+		 ev->peer, r->conn);
+	kvf_room_ignore(eng, KVF_IGN_OTHER_CONN, ev, what);
+	return true;
+}
+
+static uint64_t early_expiry(const struct kvf_engine *eng)
+{
+	return kvf_now(eng) + (uint64_t)eng->cfg.tombstone_ttl_s * 1000000000ull;
+}
+
+/* ------------------------------------------------------------ ROOM_INFO */
+
+void kvf_room_peer_info(struct kvf_engine *eng, struct kvf_slot *r, struct kvf_peer_info *info)
+{
+	r->info = info;
+	r->conn = info->peer;
+	r->last = KVF_LAST_PEER_INFO;
+	if (info->nblocks > eng->cfg.max_blocks_per_room) {
+		kvf_room_fail(eng, r, KVF_FAIL_BAD_FRAME, EPROTO,
+			      "ROOM_INFO names %u blocks, engine.max_blocks_per_room is %u",
+			      info->nblocks, eng->cfg.max_blocks_per_room);
+		return;
+	}
+	/* The block ids name the receiver's pool, not ours: the transport
+	 * checked them against the layout the peer sent in HELLO. */
+	kvf_room_transition(eng, r, KVF_WAITING_FOR_INPUT);
+}
+
+static void early_gone(struct kvf_engine *eng, struct kvf_early_ent *e, bool evicted);
+
+/* Keep an early entry; when the table is full the oldest goes first (it is
+ * the nearest to expiry anyway), handled as an expiry and counted. Returns
+ * kvf_early_put's answer. */
+static int early_keep(struct kvf_engine *eng, struct kvf_early_ent *e)
+{
+	struct kvf_early_ent old;
+	int rc = kvf_early_put(&eng->early, e);
+
+	if (rc != -ENOSPC || !kvf_early_pop_expired(&eng->early, UINT64_MAX, &old))
+		return rc;
+	kvf_warn("room", "early-event table full (engine.max_tombstones %u): evicting the "
+		 "entry for room %#" PRIx64, eng->cfg.max_tombstones, old.id);
+	early_gone(eng, &old, true);
+	return kvf_early_put(&eng->early, e);
+}
+
+/* The decode side may ask before we created the room: park its ROOM_INFO. */
+static void park_info(struct kvf_engine *eng, struct kvf_event *ev, struct kvf_peer_info *info)
+{
+	struct kvf_early_ent e = {
+		.kind = KVF_EARLY_INFO, .id = ev->key, .role = KVF_SENDER,
+		.conn = ev->peer, .info = info, .expires = early_expiry(eng),
+	};
+	int rc = early_keep(eng, &e);
+
+	if (rc >= 0) {
+		eng->st.early_infos_parked++;
+		return;
+	}
+	free(info);
+	if (rc == -EPERM)
+		kvf_room_ignore(eng, KVF_IGN_OTHER_CONN, ev,
+				"ROOM_INFO (another connection's entry is kept)");
+	else if (rc == -EEXIST)
+		kvf_room_ignore(eng, KVF_IGN_DUPLICATE, ev, "ROOM_INFO (already parked or aborted)");
+	else
+		kvf_room_ignore(eng, KVF_IGN_UNKNOWN_ROOM, ev, "ROOM_INFO (parking table full)");
+}
+
+static void on_peer_info(struct kvf_engine *eng, struct kvf_event *ev)
+{
+	struct kvf_peer_info *info = ev->data;
+	struct kvf_slot *r = by_id(eng, ev->key, KVF_SENDER);
+
+	ev->data = NULL;
+	if (!info) {
+		kvf_room_ignore(eng, KVF_IGN_BAD_EVENT, ev, "ROOM_INFO without payload");
+		return;
+	}
+	if (!r) {
+		park_info(eng, ev, info);
+		return;
+	}
+	if (r->state == KVF_BOOTSTRAPPING && !r->conn) {
+		kvf_room_peer_info(eng, r, info);
+		return;
+	}
+	/* Bound already (to this receiver or another): never rebound. */
+	free(info);
+	kvf_room_ignore(eng, kvf_terminal(r) && (!r->conn || r->conn == ev->peer)
+				     ? KVF_IGN_FINISHED_ROOM
+				     : KVF_IGN_DUPLICATE,
+			ev, "ROOM_INFO");
+	/* A receiver asking for a room we failed before any receiver was
+	 * bound must hear so, or it waits for its own deadline. */
+	if (r->state == KVF_FAILED && !r->conn && eng->ops)
+		eng->ops->send_abort(eng->t, ev->peer, r->id, KVF_RECEIVER, r->fail_reason);
+}
+
+/* ---------------------------------------------------------- ABORT, ACK */
+
+void kvf_room_peer_abort(struct kvf_engine *eng, struct kvf_slot *r, uint32_t conn,
+			 uint16_t reason, bool from_tombstone)
+{
+	r->last = KVF_LAST_PEER_ABORT;
+	if (r->role == KVF_SENDER && !r->conn)
+		r->conn = conn;
+	if (kvf_room_fail(eng, r, KVF_FAIL_PEER_ABORT, ECONNABORTED,
+			  "the peer aborted the room%s (its reason: %s)",
+			  from_tombstone ? " before it was created here" : "",
+			  kvf_fail_reason_str(reason)))
+		return;
+	kvf_room_ignore(eng, KVF_IGN_FINISHED_ROOM, NULL, "ABORT");
+	/* Terminal already: a sender still acknowledges once drained, so the
+	 * receiver can hand its blocks back; a receiver's sender had drained. */
+	if (r->role == KVF_SENDER && r->conn) {
+		r->flags |= KVF_RF_ACK_OWED;
+		kvf_room_quiesce(eng, r, KVF_QW_DRAINED);
+	} else if (r->role == KVF_RECEIVER) {
+		kvf_room_quiesce(eng, r, KVF_QW_PEER_ABORT);
+	}
+}
+
+/* Not created yet (or already released): keep a tombstone so the room
+ * fails the moment it is created. */
+static void keep_tombstone(struct kvf_engine *eng, const struct kvf_event *ev)
+{
+	struct kvf_early_ent e = {
+		.kind = KVF_EARLY_TOMBSTONE, .id = ev->key, .role = ev->role,
+		.conn = ev->peer, .reason = ev->status, .expires = early_expiry(eng),
+	};
+	int rc = early_keep(eng, &e);
+
+	if (rc >= 0) {
+		eng->st.tombstones_created++;
+		eng->st.early_infos_replaced += (uint64_t)rc; /* 1: it took a parked info's place */
+	} else if (rc == -EPERM) {
+		kvf_room_ignore(eng, KVF_IGN_OTHER_CONN, ev, "ABORT (another connection's entry)");
+	} else if (rc == -EEXIST) {
+		kvf_room_ignore(eng, KVF_IGN_DUPLICATE, ev, "ABORT (tombstone exists)");
+	} else {
+		kvf_warn("room", "ABORT for unknown room %#" PRIx64 " not kept: %s", ev->key,
+			 strerror(-rc));
+	}
+}
+
+static void on_peer_abort(struct kvf_engine *eng, struct kvf_event *ev)
+{
+	struct kvf_slot *r = by_id(eng, ev->key, ev->role);
+
+	if (r) {
+		if (!other_conn(eng, r, ev, "ABORT"))
+			kvf_room_peer_abort(eng, r, ev->peer, ev->status, false);
+		return;
+	}
+	keep_tombstone(eng, ev);
+	kvf_room_ignore(eng, KVF_IGN_UNKNOWN_ROOM, ev, "ABORT (tombstone)");
+	/* Nothing of this room is posted here: acknowledge at once. */
+	if (ev->role == KVF_SENDER && ev->peer && eng->ops)
+		eng->ops->send_abort_ack(eng->t, ev->peer, ev->key);
+}
+
+static void on_abort_ack(struct kvf_engine *eng, struct kvf_event *ev)
+{
+	struct kvf_slot *r = by_id(eng, ev->key, KVF_RECEIVER);
+
+	if (!r) {
+		kvf_room_ignore(eng, KVF_IGN_UNKNOWN_ROOM, ev, "ABORT_ACK");
+		return;
+	}
+	if (other_conn(eng, r, ev, "ABORT_ACK"))
+		return;
+	r->last = KVF_LAST_ABORT_ACK;
+	if (!kvf_terminal(r)) {
+		/* A live room sent no ABORT: this ACK is for an earlier room of
+		 * the same id, and must not hand this one's blocks back. */
+		kvf_room_ignore(eng, KVF_IGN_BAD_EVENT, ev, "ABORT_ACK (room not aborted)");
+		return;
+	}
+	if (r->flags & KVF_RF_QUIESCENT)
+		kvf_room_ignore(eng, KVF_IGN_DUPLICATE, ev, "ABORT_ACK");
+	kvf_room_quiesce(eng, r, KVF_QW_ACK);
+}
+
+/* ------------------------------------------------------ completions, data */
+
+/* A data write's completion: its sender room, or NULL (counted). */
+static struct kvf_slot *by_wr(struct kvf_engine *eng, const struct kvf_event *ev)
+{
+	uint32_t slot = kvf_wr_slot(ev->key);
+	struct kvf_slot *r;
+
+	if (slot >= eng->nslots) {
+		kvf_room_ignore(eng, KVF_IGN_BAD_EVENT, ev, "completion (slot out of range)");
+		return NULL;
+	}
+	r = kvf_room_at(eng, slot, kvf_wr_gen(ev->key), UINT32_MAX);
+	if (!r || r->role != KVF_SENDER) {
+		kvf_room_ignore(eng, KVF_IGN_STALE_GENERATION, ev, "completion");
+		return NULL;
+	}
+	return r;
+}
+
+static void wc_failed(struct kvf_engine *eng, struct kvf_slot *r, const struct kvf_event *ev)
+{
+	const struct kvf_fail_how how = {
+		.reason = KVF_FAIL_WC_ERROR, .err = EIO, .wc_status = ev->status,
+		.vendor_err = (uint32_t)(ev->aux >> 32),
+	};
+	const char *hint = kvf_wc_status_hint(ev->status);
+
+	kvf_room_fail_how(eng, r, &how,
+			  "RDMA WRITE failed: %s (wc status %u), vendor_err %#x, qp %u, wr_id %#"
+			  PRIx64 "%s%s", kvf_wc_status_str(ev->status), ev->status,
+			  (unsigned)(ev->aux >> 32), (unsigned)ev->aux, ev->key, *hint ? "; " : "",
+			  hint);
+}
+
+static void on_wc(struct kvf_engine *eng, struct kvf_event *ev)
+{
+	struct kvf_slot *r;
+
+	if (eng->ops && eng->ops->on_wc && !eng->ops->on_wc(eng->t, ev))
+		return; /* the transport's own work request */
+	if (kvf_wr_kind(ev->key) != KVF_WR_DATA) {
+		kvf_room_ignore(eng, KVF_IGN_BAD_EVENT, ev, "completion (not a data write)");
+		return;
+	}
+	r = by_wr(eng, ev);
+	if (!r)
+		return;
+	r->last = KVF_LAST_WC;
+	if (r->outstanding == 0) {
+		/* e.g. the error completion of an unsignaled write after a
+		 * flush: nothing was counted for it. */
+		kvf_room_ignore(eng, KVF_IGN_DUPLICATE, ev, "completion (none outstanding)");
+		return;
+	}
+	r->outstanding--;
+	if (ev->status != 0)
+		wc_failed(eng, r, ev);
+	else if (r->state == KVF_TRANSFERRING && r->outstanding == 0)
+		kvf_room_transition(eng, r, KVF_SUCCESS);
+	kvf_room_quiesce(eng, r, KVF_QW_DRAINED);
+}
+
+static void on_data_done(struct kvf_engine *eng, struct kvf_event *ev)
+{
+	uint32_t slot = (uint32_t)ev->key;
+	struct kvf_slot *r = kvf_room_at(eng, slot, (uint32_t)(ev->key >> 32), KVF_IMM_GEN_MASK);
+
+	if (!r || r->role != KVF_RECEIVER) {
+		kvf_room_ignore(eng, slot < eng->nslots ? KVF_IGN_STALE_GENERATION : KVF_IGN_BAD_EVENT,
+				ev, "data done");
+		return;
+	}
+	if (other_conn(eng, r, ev, "data done"))
+		return;
+	r->last = KVF_LAST_DATA_DONE;
+	if (r->state == KVF_WAITING_FOR_INPUT)
+		kvf_room_transition(eng, r, KVF_SUCCESS);
+	else
+		kvf_room_ignore(eng, kvf_terminal(r) ? KVF_IGN_FINISHED_ROOM : KVF_IGN_BAD_EVENT, ev,
+				"data done");
+	/* The room's last write: nothing of it follows (on a failed room,
+	 * the sender finished it anyway). */
+	kvf_room_quiesce(eng, r, KVF_QW_LAST_WRITE);
+}
+
+/* -------------------------------------------------- connection, bad frame */
+
+static void on_peer_lost(struct kvf_engine *eng, struct kvf_event *ev)
+{
+	enum kvf_fail_reason reason = ev->status > KVF_FAIL_NONE && ev->status < KVF_FAIL_NUM
+					      ? (enum kvf_fail_reason)ev->status
+					      : KVF_FAIL_PEER_LOST;
+	uint32_t n = 0;
+
+	/* Rare (a peer dies or a connection fails): a scan of the table is
+	 * simpler than keeping a list per connection, and bounded. The
+	 * transport pushes this once the connection's QPs are in error, so
+	 * nothing more can land for these rooms; their late flush completions
+	 * find nothing outstanding and are counted as ignored. */
+	for (uint32_t i = 0; ev->peer && i < eng->nslots; i++) {
+		struct kvf_slot *r = &eng->slots[i];
+
+		if (!kvf_live(r) || r->conn != ev->peer)
+			continue;
+		n++;
+		r->last = KVF_LAST_PEER_LOST;
+		kvf_room_fail(eng, r, reason, ECONNRESET, "connection %u to the peer is gone (%s)",
+			      ev->peer,
+			      ev->data ? (const char *)ev->data : kvf_fail_reason_str(reason));
+		r->outstanding = 0;
+		r->conn = 0;
+		kvf_room_quiesce(eng, r, KVF_QW_CONN_GONE);
+	}
+	kvf_info("room", "connection %u lost (%s): %u rooms affected", ev->peer,
+		 kvf_fail_reason_str(reason), n);
+}
+
+static void on_bad_frame(struct kvf_engine *eng, struct kvf_event *ev)
+{
+	struct kvf_slot *r = ev->key ? by_id(eng, ev->key, ev->role) : NULL;
+	const char *detail = ev->data ? (const char *)ev->data : "malformed frame";
+
+	eng->st.bad_frames++;
+	if (!r) {
+		kvf_warn("room", "bad frame from conn %u: %s", ev->peer, detail);
+		kvf_room_ignore(eng, ev->key ? KVF_IGN_UNKNOWN_ROOM : KVF_IGN_BAD_EVENT, ev,
+				"bad frame");
+		/* A receiver whose ROOM_INFO we could not take must hear so, or
+		 * it waits for its own deadline. */
+		if (ev->key && ev->role == KVF_SENDER && ev->peer && eng->ops)
+			eng->ops->send_abort(eng->t, ev->peer, ev->key, KVF_RECEIVER,
+					     KVF_FAIL_BAD_FRAME);
+		return;
+	}
+	if (other_conn(eng, r, ev, "bad frame"))
+		return;
+	r->last = KVF_LAST_BAD_FRAME;
+	if (r->role == KVF_SENDER && !r->conn)
+		r->conn = ev->peer; /* so the failure's ABORT reaches that receiver */
+	if (!kvf_room_fail(eng, r, KVF_FAIL_BAD_FRAME, EPROTO, "bad frame from conn %u: %s",
+			   ev->peer, detail))
+		kvf_room_ignore(eng, KVF_IGN_FINISHED_ROOM, ev, "bad frame");
+}
+
+void kvf_room_apply(struct kvf_engine *eng, struct kvf_event *ev)
+{
+	switch (ev->kind) {
+	case KVF_EV_WC:
+		on_wc(eng, ev);
+		break;
+	case KVF_EV_PEER_INFO:
+		on_peer_info(eng, ev);
+		break;
+	case KVF_EV_PEER_ABORT:
+		if (ev->role > KVF_RECEIVER)
+			kvf_room_ignore(eng, KVF_IGN_BAD_EVENT, ev, "ABORT (bad role)");
+		else
+			on_peer_abort(eng, ev);
+		break;
+	case KVF_EV_ABORT_ACK:
+		on_abort_ack(eng, ev);
+		break;
+	case KVF_EV_PEER_LOST:
+		on_peer_lost(eng, ev);
+		break;
+	case KVF_EV_DATA_DONE:
+		on_data_done(eng, ev);
+		break;
+	case KVF_EV_BAD_FRAME:
+		on_bad_frame(eng, ev);
+		break;
+	default:
+		kvf_room_ignore(eng, KVF_IGN_BAD_EVENT, ev, "event (unknown kind)");
+		break;
+	}
+	free(ev->data);
+	ev->data = NULL;
+	eng->st.events++;
+}
+
+/* ---------------------------------------------------------------- expiries */
+
+void kvf_room_expire(struct kvf_engine *eng, uint32_t slot)
+{
+	struct kvf_slot *r = &eng->slots[slot];
+	enum kvf_deadline dl = (enum kvf_deadline)r->deadline;
+	const struct kvf_fail_how how = {
+		.reason = KVF_FAIL_DEADLINE, .dl = dl, .err = ETIMEDOUT, .wc_status = -1,
+	};
+
+	r->deadline = KVF_DL_NONE;
+	if (dl == KVF_DL_QUIESCE) {
+		kvf_room_quiesce_overdue(eng, r);
+		return;
+	}
+	r->last = KVF_LAST_DEADLINE;
+	kvf_room_fail_how(eng, r, &how, "%s deadline: %" PRIu64 " ms in %s", kvf_deadline_str(dl),
+			  (kvf_now(eng) - r->state_ns) / 1000000u, kvf_poll_str(r->state));
+}
+
+/* An early entry leaves without its room: expired (TTL) or evicted (table
+ * full). A parked ROOM_INFO gets an ABORT back, so the receiver fails now
+ * instead of at its own deadline. */
+static void early_gone(struct kvf_engine *eng, struct kvf_early_ent *e, bool evicted)
+{
+	if (e->kind == KVF_EARLY_TOMBSTONE) {
+		if (evicted)
+			eng->st.tombstones_evicted++;
+		else
+			eng->st.tombstones_expired++;
+		kvf_dbg("room", "tombstone for room %#" PRIx64 " %s", e->id,
+			evicted ? "evicted" : "expired");
+		return;
+	}
+	if (evicted)
+		eng->st.early_infos_evicted++;
+	else
+		eng->st.early_infos_expired++;
+	kvf_info("room", "ROOM_INFO for room %#" PRIx64 " from conn %u: no sender room "
+		 "was created %s; aborting it", e->id, e->conn,
+		 evicted ? "before the table filled" : "within engine.tombstone_ttl_s");
+	if (eng->ops && e->conn)
+		eng->ops->send_abort(eng->t, e->conn, e->id, KVF_RECEIVER, KVF_FAIL_DEADLINE);
+	free(e->info);
+	e->info = NULL;
+}
+
+void kvf_room_early_expired(struct kvf_engine *eng, struct kvf_early_ent *e)
+{
+	early_gone(eng, e, false);
+}

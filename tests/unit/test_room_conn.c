@@ -1,0 +1,172 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* A room takes frames only from the connection it is bound to: two decode
+ * engines on one prefill engine (both with the right token) cannot fail,
+ * finish or rebind each other's rooms. */
+#include <criterion/criterion.h>
+
+#include "fake_transport.h"
+
+static struct kvf_config cfg;
+static struct fake f;
+static kvf_engine *eng;
+
+static void setup(void)
+{
+	fake_cfg(&cfg);
+	eng = fake_engine(&cfg, &f);
+	cr_assert_not_null(eng);
+}
+
+static void teardown(void)
+{
+	kvf_engine_close(eng);
+}
+
+TestSuite(room_conn, .init = setup, .fini = teardown);
+
+static struct kvf_stats stats(void)
+{
+	struct kvf_stats st = KVF_STATS_INIT;
+
+	cr_assert_eq(kvf_stats(eng, &st), 0);
+	return st;
+}
+
+static enum kvf_fail_reason reason(kvf_room h)
+{
+	struct kvf_failure fl = KVF_FAILURE_INIT;
+
+	cr_assert_eq(kvf_failure(eng, h, &fl), 0);
+	return fl.reason;
+}
+
+/* A sender room bound to conn 7 by its ROOM_INFO. */
+static kvf_room bound_sender(uint64_t id)
+{
+	kvf_room h;
+
+	cr_assert_eq(kvf_sender_create(eng, id, &h), 0);
+	push_info(eng, id, 7, 0x100000005ull, 4);
+	kvf_progress(eng);
+	cr_assert_eq(kvf_poll(eng, h), KVF_WAITING_FOR_INPUT);
+	return h;
+}
+
+Test(room_conn, abort_from_another_connection_changes_nothing)
+{
+	kvf_room h = bound_sender(100);
+
+	push_abort(eng, 100, KVF_SENDER, 8);
+	kvf_progress(eng);
+	cr_assert_eq(kvf_poll(eng, h), KVF_WAITING_FOR_INPUT, "conn 8 cannot fail conn 7's room");
+	cr_assert_eq(stats().ignored[KVF_IGN_OTHER_CONN], 1);
+	cr_assert_eq(stats().tombstones_created, 0);
+	cr_assert_eq(f.acks, 0);
+	/* its own peer still can */
+	push_abort(eng, 100, KVF_SENDER, 7);
+	kvf_progress(eng);
+	cr_assert_eq(reason(h), KVF_FAIL_PEER_ABORT);
+	cr_assert_eq(f.acks, 1);
+	cr_assert_eq(f.ack_conn, 7);
+}
+
+Test(room_conn, bad_frame_from_another_connection_changes_nothing)
+{
+	kvf_room h = bound_sender(101);
+
+	push_bad_frame(eng, 101, KVF_SENDER, 8);
+	kvf_progress(eng);
+	cr_assert_eq(kvf_poll(eng, h), KVF_WAITING_FOR_INPUT);
+	cr_assert_eq(stats().ignored[KVF_IGN_OTHER_CONN], 1);
+	cr_assert_eq(stats().bad_frames, 1, "still a bad frame, counted as one");
+	cr_assert_eq(f.aborts, 0);
+	push_bad_frame(eng, 101, KVF_SENDER, 7);
+	kvf_progress(eng);
+	cr_assert_eq(reason(h), KVF_FAIL_BAD_FRAME);
+}
+
+Test(room_conn, second_room_info_never_rebinds_a_sender)
+{
+	uint32_t src[4] = { 0, 1, 2, 3 };
+	kvf_room h = bound_sender(102);
+
+	push_info(eng, 102, 8, 0x200000009ull, 4);
+	kvf_progress(eng);
+	cr_assert_eq(stats().ignored[KVF_IGN_DUPLICATE], 1);
+	cr_assert_eq(kvf_sender_send(eng, h, src, 4), 0);
+	cr_assert_eq(f.write_conn, 7, "the writes go to the room's own receiver");
+	cr_assert_eq(f.write_imm, kvf_imm(5, 1), "with its handle, not conn 8's");
+	/* and conn 8's ROOM_INFO after it failed neither rebinds it nor aborts
+	 * conn 7's receiver on conn 8 */
+	kvf_abort(eng, h);
+	push_info(eng, 102, 8, 0x200000009ull, 4);
+	kvf_progress(eng);
+	push_wc(eng, h, 0);
+	kvf_progress(eng);
+	cr_assert_eq(f.aborts, 1);
+	cr_assert_eq(f.abort_conn, 7);
+}
+
+/* A receiver is bound when kvf_receiver_init sends its ROOM_INFO. */
+Test(room_conn, receiver_bound_at_init_takes_only_its_connection)
+{
+	uint32_t blocks[2] = { 0, 1 };
+	kvf_room a, b;
+
+	f.conn = 7;
+	cr_assert_eq(kvf_receiver_create(eng, 200, "10.0.0.1:1", &a), 0);
+	cr_assert_eq(kvf_receiver_init(eng, a, blocks, 2), 0);
+	f.conn = 8;
+	cr_assert_eq(kvf_receiver_create(eng, 201, "10.0.0.2:1", &b), 0);
+	cr_assert_eq(kvf_receiver_init(eng, b, blocks, 2), 0);
+
+	push_abort(eng, 200, KVF_RECEIVER, 8);
+	push_data_done_on(eng, a, 8);
+	kvf_progress(eng);
+	cr_assert_eq(kvf_poll(eng, a), KVF_WAITING_FOR_INPUT, "conn 8 neither fails nor finishes it");
+	cr_assert_eq(stats().ignored[KVF_IGN_OTHER_CONN], 2);
+
+	/* Failed and waiting for its peer's ACK: another connection's ACK
+	 * must not hand its blocks back while conn 7 may still write. */
+	kvf_abort(eng, a);
+	cr_assert_eq(f.abort_conn, 7);
+	push_ack(eng, 200, 8);
+	kvf_progress(eng);
+	cr_assert_eq(kvf_quiescent(eng, a), 0);
+	cr_assert_eq(stats().ignored[KVF_IGN_OTHER_CONN], 3);
+	push_ack(eng, 200, 7);
+	kvf_progress(eng);
+	cr_assert_eq(kvf_quiescent(eng, a), 1);
+
+	push_data_done_on(eng, b, 8);
+	kvf_progress(eng);
+	cr_assert_eq(kvf_poll(eng, b), KVF_SUCCESS);
+}
+
+/* What arrives before the room: the entry remembers its connection, and
+ * another connection can neither replace nor cancel it. */
+Test(room_conn, early_entries_belong_to_the_connection_that_left_them)
+{
+	kvf_room h;
+
+	push_info(eng, 300, 7, 0x100000005ull, 4);
+	push_abort(eng, 300, KVF_SENDER, 8);
+	kvf_progress(eng);
+	cr_assert_eq(stats().ignored[KVF_IGN_OTHER_CONN], 1);
+	cr_assert_eq(stats().tombstones_created, 0);
+	cr_assert_eq(kvf_sender_create(eng, 300, &h), 0);
+	cr_assert_eq(kvf_poll(eng, h), KVF_WAITING_FOR_INPUT, "conn 7's ROOM_INFO applied");
+	cr_assert_eq(stats().early_infos_applied, 1);
+
+	push_abort(eng, 301, KVF_SENDER, 7);
+	push_info(eng, 301, 8, 0x100000005ull, 4);
+	push_abort(eng, 301, KVF_SENDER, 8);
+	kvf_progress(eng);
+	cr_assert_eq(stats().ignored[KVF_IGN_OTHER_CONN], 3);
+	cr_assert_eq(stats().tombstones_created, 1);
+	cr_assert_eq(kvf_sender_create(eng, 301, &h), 0);
+	cr_assert_eq(reason(h), KVF_FAIL_PEER_ABORT);
+	push_abort(eng, 301, KVF_SENDER, 8);
+	kvf_progress(eng);
+	cr_assert_eq(stats().ignored[KVF_IGN_OTHER_CONN], 4, "bound to conn 7 by the tombstone");
+}
