@@ -9,6 +9,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "config.h"
+#include "config_scan.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -261,6 +262,7 @@ struct loader {
 	const char *name;       /* stands for the file in messages */
 	struct kvf_config cfg;  /* filled here, copied out only on success */
 	const config_setting_t *seen[NKEYS]; /* where each key was set */
+	const config_setting_t *root;        /* libconfig's tree, once parsed */
 	char *err;
 	size_t errlen;
 };
@@ -680,27 +682,51 @@ static const config_setting_t *seen(const struct loader *ld, const char *name)
 	return ld->seen[key_find(name) - keys];
 }
 
-/* Report a cross-key error at the later of the two keys' lines. */
-static int fail_pair(struct loader *ld, const char *a, const char *b,
-		     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-
-static int fail_pair(struct loader *ld, const char *a, const char *b,
-		     const char *fmt, ...)
+/* The line of a group's "name = {", or 0 when the file has no such group. */
+static unsigned group_line(const struct loader *ld, const char *key)
 {
-	const config_setting_t *sa = seen(ld, a), *sb = seen(ld, b);
-	const config_setting_t *at = sa;
+	char grp[64];
+	const config_setting_t *g;
+
+	snprintf(grp, sizeof(grp), "%.*s", (int)strcspn(key, "."), key);
+	g = config_setting_get_member(ld->root, grp);
+	return g ? (unsigned)config_setting_source_line(g) : 0;
+}
+
+/*
+ * Report a rule between keys at the line of the key that broke it: of the
+ * keys in the rule (NULL-terminated), the one the file sets last, as the
+ * value read last is the one that made the set inconsistent. The defaults
+ * obey every rule, so at least one of them is set; should none be, the
+ * line of the first key's group.
+ */
+static int fail_cross(struct loader *ld, const char *const *names,
+		      const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static int fail_cross(struct loader *ld, const char *const *names,
+		      const char *fmt, ...)
+{
+	const config_setting_t *at = NULL;
+	unsigned line;
 	char msg[384];
 	va_list ap;
 
-	if (!at || (sb && config_setting_source_line(sb) > config_setting_source_line(at)))
-		at = sb;
+	for (const char *const *n = names; *n; n++) {
+		const config_setting_t *s = seen(ld, *n);
+
+		if (s && (!at || config_setting_source_line(s) > config_setting_source_line(at)))
+			at = s;
+	}
+	line = at ? (unsigned)config_setting_source_line(at) : group_line(ld, names[0]);
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	return fail_at(ld, src_file(ld, at), at ? config_setting_source_line(at) : 0,
-		       "%s", msg);
+	return fail_at(ld, src_file(ld, at), line, "%s", msg);
 }
 
+#define RULE(...) ((const char *const[]){ __VA_ARGS__, NULL })
+
+/* Every rule between keys is here, and only here. */
 static int check_cross(struct loader *ld)
 {
 	const struct kvf_config *c = &ld->cfg;
@@ -708,179 +734,42 @@ static int check_cross(struct loader *ld)
 	/* With selective signalling the send queue frees only on a signalled
 	 * completion: a full queue of unsignalled work would never drain. */
 	if (c->signal_every > c->sq_depth)
-		return fail_pair(ld, "rdma.signal_every", "rdma.sq_depth",
-				 "rdma.signal_every: expected at most rdma.sq_depth "
-				 "(%u), got %u", c->sq_depth, c->signal_every);
+		return fail_cross(ld, RULE("rdma.signal_every", "rdma.sq_depth"),
+				  "rdma.signal_every: expected at most rdma.sq_depth "
+				  "(%u), got %u", c->sq_depth, c->signal_every);
 	/* A QP in error flushes every posted request, signalled or not:
 	 * one QP's flush must fit in the CQ or the CQ overruns. */
 	if (c->cq_depth < c->sq_depth + c->rq_depth)
-		return fail_pair(ld, "rdma.cq_depth", "rdma.sq_depth",
-				 "rdma.cq_depth: expected at least rdma.sq_depth + "
-				 "rdma.rq_depth (%u), got %u",
-				 c->sq_depth + c->rq_depth, c->cq_depth);
+		return fail_cross(ld, RULE("rdma.cq_depth", "rdma.sq_depth",
+					   "rdma.rq_depth"),
+				  "rdma.cq_depth: expected at least rdma.sq_depth + "
+				  "rdma.rq_depth (%u), got %u",
+				  c->sq_depth + c->rq_depth, c->cq_depth);
 	return 0;
 }
 
-/* ---- integer literals libconfig 1.5 would truncate ---- */
+/* ---- integer literals libconfig 1.5 would wrap (config_scan.h) ---- */
 
-/*
- * libconfig 1.5 reads a plain integer with atoi() semantics and casts to
- * int: "5000000000" becomes 705032704 and "4294967297" becomes 1, which
- * then passes a range check. So before libconfig sees the text, find every
- * integer literal that does not fit its width and report it against its
- * key. The scanner knows just enough of the grammar: comments, strings,
- * names before '=' or ':', and group nesting for the dotted name.
- */
-struct scan {
-	const char *p;
-	unsigned line;
-	char path[4][64];  /* group names; deeper nesting is never a key */
-	int depth;
-	char last[64];     /* last name seen */
-	char key[64];      /* name the next value belongs to */
-};
-
-static void scan_skip_comment(struct scan *sc)
+static int on_literal(void *arg, const struct kvf_scan_item *it)
 {
-	if (sc->p[0] == '#' || (sc->p[0] == '/' && sc->p[1] == '/')) {
-		while (*sc->p && *sc->p != '\n')
-			sc->p++;
-	} else if (sc->p[0] == '/' && sc->p[1] == '*') {
-		for (sc->p += 2; *sc->p && !(sc->p[0] == '*' && sc->p[1] == '/'); sc->p++)
-			sc->line += *sc->p == '\n';
-		if (*sc->p)
-			sc->p += 2;
-	}
-}
-
-static void scan_skip_string(struct scan *sc)
-{
-	for (sc->p++; *sc->p && *sc->p != '"'; sc->p++) {
-		if (*sc->p == '\\' && sc->p[1])
-			sc->p++;
-		sc->line += *sc->p == '\n';
-	}
-	if (*sc->p)
-		sc->p++;
-}
-
-/* Does the literal [s, s+n) overflow the width libconfig will give it? */
-static bool literal_overflows(const char *s, size_t n)
-{
-	char buf[64];
-	bool wide = n && (s[n - 1] == 'L' || s[n - 1] == 'l');
-	bool hex;
-	char *end;
-
-	if (n >= sizeof(buf))
-		return true;
-	memcpy(buf, s, n);
-	buf[n] = '\0';
-	while (n && (buf[n - 1] == 'L' || buf[n - 1] == 'l'))
-		buf[--n] = '\0';
-	hex = strpbrk(buf, "xX") != NULL;
-	if (strpbrk(buf, ".eE") && !hex)
-		return false;  /* a float: not ours to judge */
-	errno = 0;
-	if (hex) {
-		unsigned long long u = strtoull(buf, &end, 16);
-
-		return errno || u > (wide ? (unsigned long long)INT64_MAX : INT32_MAX);
-	}
-	long long v = strtoll(buf, &end, 10);
-
-	return errno || (!wide && (v < INT32_MIN || v > INT32_MAX));
-}
-
-static int scan_number(struct loader *ld, struct scan *sc)
-{
-	const char *s = sc->p;
+	struct loader *ld = arg;
 	const struct kvf_key *k;
-	char full[160], want[128];
+	char want[128];
 
-	while (*sc->p && (strchr("+-.xX", *sc->p) ||
-			  (*sc->p >= '0' && *sc->p <= '9') ||
-			  (*sc->p >= 'a' && *sc->p <= 'f') ||
-			  (*sc->p >= 'A' && *sc->p <= 'F') ||
-			  *sc->p == 'L' || *sc->p == 'l'))
-		sc->p++;
-	if (!literal_overflows(s, (size_t)(sc->p - s)))
+	/* One file is the whole configuration (design.md); an include would
+	 * also escape the scan. */
+	if (it->what == KVF_SCAN_INCLUDE)
+		return fail_at(ld, ld->name, it->line, "@include is not supported: "
+			       "the configuration is one file");
+	if (!kvf_scan_wraps(it->text, it->len, it->kind))
 		return 0;
-	snprintf(full, sizeof(full), "%s.%s",
-		 sc->depth ? sc->path[sc->depth - 1] : "", sc->key);
-	k = sc->depth == 1 ? key_find(full) : NULL;
-	if (!k)  /* unknown key: libconfig's walk reports it with a hint */
+	k = it->key[0] ? key_find(it->key) : NULL;
+	if (!k)  /* not a key's value: the walk over libconfig's tree reports it */
 		return 0;
 	expected(k, want, sizeof(want));
-	return fail_at(ld, ld->name, sc->line, "%s: expected %s, got %.*s",
-		       k->name, want, (int)(sc->p - s), s);
-}
-
-static void scan_name(struct scan *sc)
-{
-	size_t n = 0;
-
-	while ((*sc->p >= 'a' && *sc->p <= 'z') || (*sc->p >= 'A' && *sc->p <= 'Z') ||
-	       (*sc->p >= '0' && *sc->p <= '9') || *sc->p == '_' ||
-	       *sc->p == '-' || *sc->p == '*') {
-		if (n < sizeof(sc->last) - 1)
-			sc->last[n++] = *sc->p;
-		sc->p++;
-	}
-	sc->last[n] = '\0';
-}
-
-static void scan_punct(struct scan *sc)
-{
-	char c = *sc->p++;
-
-	if (c == '\n')
-		sc->line++;
-	else if (c == '=' || c == ':')
-		snprintf(sc->key, sizeof(sc->key), "%s", sc->last);
-	else if (c == '{' || c == '(' || c == '[') {
-		if (sc->depth < 4)
-			snprintf(sc->path[sc->depth], sizeof(sc->path[0]), "%s",
-				 c == '{' ? sc->key : "");
-		sc->depth++;
-	} else if ((c == '}' || c == ')' || c == ']') && sc->depth > 0) {
-		sc->depth--;
-	}
-}
-
-static int scan_literals(struct loader *ld, const char *text)
-{
-	struct scan sc = { .p = text, .line = 1 };
-
-	while (*sc.p) {
-		char c = *sc.p;
-		int rc;
-
-		if (c == '#' || (c == '/' && (sc.p[1] == '/' || sc.p[1] == '*'))) {
-			scan_skip_comment(&sc);
-		} else if (c == '"') {
-			scan_skip_string(&sc);
-		} else if ((c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.') {
-			rc = scan_number(ld, &sc);
-			if (rc)
-				return rc;
-		} else if (c == '@') {
-			sc.p++;
-			scan_name(&sc);
-			/* One file is the whole configuration (design.md); an
-			 * include would also escape scan_literals(). */
-			if (strcmp(sc.last, "include") == 0)
-				return fail_at(ld, ld->name, sc.line,
-					       "@include is not supported: the "
-					       "configuration is one file");
-		} else if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-			   c == '*') {
-			scan_name(&sc);
-		} else {
-			scan_punct(&sc);
-		}
-	}
-	return 0;
+	return fail_at(ld, ld->name, it->line, "%s: expected %s, got %.*s%s",
+		       k->name, want, it->len > 40 ? 40 : (int)it->len, it->text,
+		       it->len > 40 ? "..." : "");
 }
 
 /* ---- load ---- */
@@ -932,7 +821,7 @@ static int load_text(const char *text, const char *name, struct kvf_config *out,
 	ld->err = err;
 	ld->errlen = errlen;
 	kvf_config_defaults(&ld->cfg);
-	rc = scan_literals(ld, text);
+	rc = kvf_scan_text(text, on_literal, ld);
 	if (rc)
 		goto out_free;
 
@@ -942,7 +831,7 @@ static int load_text(const char *text, const char *name, struct kvf_config *out,
 		goto out_destroy;
 	}
 	root = config_root_setting(&c);
-
+	ld->root = root;
 	for (int i = 0; rc == 0 && i < config_setting_length(root); i++)
 		rc = parse_top(ld, config_setting_get_elem(root, (unsigned)i));
 	if (rc == 0)
@@ -967,8 +856,8 @@ int kvf_config_load_string(const char *text, const char *name,
 	return load_text(text, name, cfg, err, errlen);
 }
 
-/* Whole file into memory; -errno from the open or the read. */
-static int read_all(const char *path, char **out)
+/* Whole file into memory, NUL-terminated; -errno from the open or the read. */
+static int read_all(const char *path, char **out, size_t *outlen)
 {
 	FILE *f = fopen(path, "r");
 	char *buf = NULL;
@@ -1003,27 +892,49 @@ static int read_all(const char *path, char **out)
 	}
 	buf[len] = '\0';
 	*out = buf;
+	*outlen = len;
 	return 0;
+}
+
+/* libconfig reads up to the first NUL and silently drops the rest: a file
+ * with one in it is refused, at the NUL's offset and line. */
+static int check_no_nul(const char *path, const char *text, size_t len,
+			char *err, size_t errlen)
+{
+	const char *nul = memchr(text, '\0', len);
+	struct loader ld = { .err = err, .errlen = errlen };
+	unsigned line = 1;
+
+	if (!nul)
+		return 0;
+	for (const char *p = text; p < nul; p++)
+		line += *p == '\n';
+	return fail_at(&ld, path, line, "NUL byte at offset %zu: a configuration "
+		       "file is text", (size_t)(nul - text));
 }
 
 int kvf_config_load(const char *path, struct kvf_config *cfg, char *err,
 		    size_t errlen)
 {
 	char *text = NULL;
+	size_t len = 0;
 	int rc;
 
 	if (!path || !cfg)
 		return -EINVAL;
 	/* Read it ourselves rather than config_read_file(): we get the real
-	 * errno for a missing file, and the text for scan_literals(). */
-	rc = read_all(path, &text);
+	 * errno for a missing file, the text for kvf_scan_text(), and its
+	 * length for the NUL check. */
+	rc = read_all(path, &text, &len);
 	if (rc) {
 		kvf_err(MOD, "%s: %s", path, strerror(-rc));
 		if (err && errlen)
 			snprintf(err, errlen, "%s: %s", path, strerror(-rc));
 		return rc;
 	}
-	rc = load_text(text, path, cfg, err, errlen);
+	rc = check_no_nul(path, text, len, err, errlen);
+	if (rc == 0)
+		rc = load_text(text, path, cfg, err, errlen);
 	free(text);
 	return rc;
 }

@@ -438,6 +438,87 @@ Test(config, cq_holds_a_flushed_qp)
 	expect_ok("rdma = { cq_depth = 1280; };", &c);
 }
 
+Test(config, cross_key_error_names_the_line_of_the_key_that_broke_it)
+{
+	/* Neither cq_depth nor sq_depth is set: the line is rq_depth's. */
+	expect_err("rdma = {\n\n  rq_depth = 32768;\n};",
+		   "kvferry.conf:3: rdma.cq_depth: expected at least rdma.sq_depth "
+		   "+ rdma.rq_depth (33792), got 4096");
+}
+
+/* ---- literals libconfig 1.5 would misread ---- */
+
+/* "(((...(" depth times, then mid, then as many closers. */
+static char *nested(const char *head, char open, char close, size_t depth,
+		    const char *mid, const char *tail)
+{
+	size_t hl = strlen(head), ml = strlen(mid), tl = strlen(tail);
+	char *t = malloc(hl + 2 * depth + ml + tl + 1);
+
+	cr_assert(t);
+	memcpy(t, head, hl);
+	memset(t + hl, open, depth);
+	memcpy(t + hl + depth, mid, ml);
+	memset(t + hl + depth + ml, close, depth);
+	memcpy(t + hl + 2 * depth + ml, tail, tl + 1);
+	return t;
+}
+
+Test(config, deeply_nested_wide_number_is_an_error_not_a_crash)
+{
+	static const char pairs[][2] = { { '(', ')' }, { '[', ']' }, { '{', '}' } };
+	static const size_t depths[] = { 5, 300, 100000 };
+
+	for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++)
+		for (size_t d = 0; d < sizeof(depths) / sizeof(depths[0]); d++) {
+			char *t = nested("engine = {\n max_rooms = ", pairs[i][0],
+					 pairs[i][1], depths[d], "4294967297", "; };");
+
+			expect_err_has(t, "kvferry.conf:");
+			cr_assert(strncmp(err, "kvferry.conf:", 13) == 0 &&
+				  err[13] >= '1' && err[13] <= '9',
+				  "no line in '%s' (%c x %zu)", err, pairs[i][0], depths[d]);
+			free(t);
+		}
+}
+
+Test(config, number_glued_to_a_name_is_read_as_libconfig_reads_it)
+{
+	/* libconfig ends the number at the digits: listen_port would be
+	 * 4294985811 mod 2^32 = 18515, a valid port. */
+	expect_err("rdma = { listen_port = 4294985811listen_addr = \"10.0.0.1\"; };",
+		   "kvferry.conf:1: rdma.listen_port: expected an integer in "
+		   "[1, 65535], got 4294985811");
+	expect_err("rdma = {\n listen_port = 4294985811e = 1; };",
+		   "kvferry.conf:2: rdma.listen_port: expected an integer in "
+		   "[1, 65535], got 4294985811");
+	expect_err("rdma = { listen_port = 0x100004853x = 1; };",
+		   "kvferry.conf:1: rdma.listen_port: expected an integer in "
+		   "[1, 65535], got 0x100004853");
+}
+
+Test(config, nul_byte_in_file_is_an_error)
+{
+	static const char text[] = "engine = { id = \"a\"; };\n\nengine = { bogus = 1; };\n";
+	char path[] = "/tmp/kvf_test_config_XXXXXX";
+	int fd = mkstemp(path);
+	struct kvf_config c;
+	char want[256];
+
+	cr_assert_geq(fd, 0);
+	/* A NUL where the second '\n' is: libconfig would stop there. */
+	cr_assert_eq(write(fd, text, 24), 24);
+	cr_assert_eq(write(fd, "\0", 1), 1);
+	cr_assert_eq(write(fd, text + 25, sizeof(text) - 26), (ssize_t)sizeof(text) - 26);
+	close(fd);
+	err[0] = '\0';
+	cr_assert_eq(kvf_config_load(path, &c, err, sizeof(err)), -EINVAL, "%s", err);
+	snprintf(want, sizeof(want), "%s:2: NUL byte at offset 24: a configuration "
+		 "file is text", path);
+	unlink(path);
+	cr_assert_str_eq(err, want);
+}
+
 /* ---- files ---- */
 
 Test(config, missing_file_is_enoent)
