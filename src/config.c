@@ -57,125 +57,162 @@ struct kvf_key {
 	int64_t def;           /* default, integer keys */
 	const char *def_s;     /* default, string keys */
 	int64_t min, max;      /* integers: the range; strings: length range */
-	const char *doc;       /* one line; docs/config.md has the long form */
 	size_t off;            /* offsetof(struct kvf_config, field) */
 };
 
-#define OFF(f) offsetof(struct kvf_config, f)
-#define U32(n, f, sd, ph, d, lo, hi, fm, dc)                              \
-	{ .name = n, .type = KT_U32, .form = fm, .side = sd, .phase = ph, \
-	  .def = d, .min = lo, .max = hi, .doc = dc, .off = OFF(f) }
-#define I32(n, f, sd, ph, d, lo, hi, dc)                                  \
-	{ .name = n, .type = KT_I32, .form = KF_PLAIN, .side = sd,        \
-	  .phase = ph, .def = d, .min = lo, .max = hi, .doc = dc,         \
-	  .off = OFF(f) }
-#define STR(n, f, sd, ph, d, minlen, fm, dc)                              \
-	{ .name = n, .type = KT_STR, .form = fm, .side = sd, .phase = ph, \
-	  .def_s = d, .min = minlen, .max = KVF_CFG_STR - 1, .doc = dc,   \
-	  .off = OFF(f) }
+/*
+ * The field a row fills, type-checked: the dead comparison of a pointer to
+ * the named field with a pointer of the row's type does not compile
+ * (-Werror) when the two differ, so a row cannot name a field of another
+ * type.
+ */
+#define FIELD(t, f)                                                       \
+	.off = offsetof(struct kvf_config, f) +                           \
+	       0 * sizeof((t *)0 == &((struct kvf_config *)0)->f)
+#define U32_FIELD(f) .type = KT_U32, FIELD(uint32_t, f)
+#define I32_FIELD(f) .type = KT_I32, FIELD(int32_t, f)
+#define STR_FIELD(f) .type = KT_STR, FIELD(char, f[0]), .max = KVF_CFG_STR - 1
 
 #define DAY 86400
 #define PH_ALL "all"
 #define PH_CONN "connection setup"
 #define PH_XFER "TRANSFERRING"
 
+/* One line per key here; docs/config.md has the long form. */
 static const struct kvf_key keys[] = {
-	{ .name = "log.level", .type = KT_LEVEL, .side = SIDE_BOTH,
-	  .phase = "none (logging)", .def = KVF_LOG_INFO, .def_s = "info",
-	  .doc = "log level: error, warn, info, debug", .off = OFF(log_level) },
+	/* log level: error, warn, info, debug */
+	{ .name = "log.level", .type = KT_LEVEL, FIELD(enum kvf_log_level, log_level),
+	  .side = SIDE_BOTH, .phase = "none (logging)", .def = KVF_LOG_INFO },
 
-	STR("engine.id", engine_id, SIDE_BOTH, PH_CONN, "kvferry", 1, KF_PLAIN,
-	    "this engine's name, sent in HELLO and shown in logs"),
-	U32("engine.max_rooms", max_rooms, SIDE_BOTH, "room creation", 4096,
-	    1, 1 << 20, KF_PLAIN,
-	    "live rooms at most; the RDMA immediate carries a 20-bit slot"),
-	U32("engine.ring_size", ring_size, SIDE_BOTH, PH_ALL, 16384,
-	    64, 1 << 22, KF_POW2, "poller -> scheduler event ring entries"),
-	U32("engine.max_blocks_per_room", max_blocks_per_room, SIDE_BOTH,
-	    "init()/send()", 65536, 1, 1 << 24, KF_PLAIN,
-	    "KV blocks one room may name"),
-	U32("engine.tombstone_ttl_s", tombstone_ttl_s, SIDE_BOTH,
-	    "room creation", 60, 1, DAY, KF_PLAIN,
-	    "how long an ABORT for a not-yet-created room is kept"),
-	U32("engine.max_tombstones", max_tombstones, SIDE_BOTH,
-	    "room creation", 65536, 1, 1 << 24, KF_PLAIN,
-	    "tombstones kept at most (oldest evicted, counted)"),
-	U32("engine.summary_interval_s", summary_interval_s, SIDE_BOTH,
-	    "none (logging)", 60, 0, DAY, KF_PLAIN,
-	    "period of the one-line stats summary, 0 = off"),
+	/* this engine's name, sent in HELLO and shown in logs */
+	{ .name = "engine.id", STR_FIELD(engine_id), .side = SIDE_BOTH,
+	  .phase = PH_CONN, .def_s = "kvferry", .min = 1 },
+	/* live rooms at most; the RDMA immediate carries a 20-bit slot */
+	{ .name = "engine.max_rooms", U32_FIELD(max_rooms), .side = SIDE_BOTH,
+	  .phase = "room creation", .def = 4096, .min = 1, .max = 1 << 20 },
+	/* poller -> scheduler event ring entries */
+	{ .name = "engine.ring_size", U32_FIELD(ring_size), .form = KF_POW2,
+	  .side = SIDE_BOTH, .phase = PH_ALL, .def = 16384, .min = 64,
+	  .max = 1 << 22 },
+	/* KV blocks one room may name */
+	{ .name = "engine.max_blocks_per_room", U32_FIELD(max_blocks_per_room),
+	  .side = SIDE_BOTH, .phase = "init()/send()", .def = 65536, .min = 1,
+	  .max = 1 << 24 },
+	/* how long an ABORT for a not-yet-created room is kept */
+	{ .name = "engine.tombstone_ttl_s", U32_FIELD(tombstone_ttl_s),
+	  .side = SIDE_BOTH, .phase = "room creation", .def = 60, .min = 1,
+	  .max = DAY },
+	/* tombstones kept at most (oldest evicted, counted) */
+	{ .name = "engine.max_tombstones", U32_FIELD(max_tombstones),
+	  .side = SIDE_BOTH, .phase = "room creation", .def = 65536, .min = 1,
+	  .max = 1 << 24 },
+	/* period of the one-line stats summary, 0 = off */
+	{ .name = "engine.summary_interval_s", U32_FIELD(summary_interval_s),
+	  .side = SIDE_BOTH, .phase = "none (logging)", .def = 60, .min = 0,
+	  .max = DAY },
 
-	U32("deadlines.bootstrap_s", bootstrap_s, SIDE_BOTH, "BOOTSTRAPPING",
-	    300, 1, DAY, KF_PLAIN,
-	    "BOOTSTRAPPING deadline (SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT)"),
-	U32("deadlines.waiting_for_input_s", waiting_for_input_s, SIDE_PREFILL,
-	    "WAITING_FOR_INPUT", 0, 0, DAY, KF_PLAIN,
-	    "sender: ROOM_INFO received, send() not yet called; 0 = off"),
-	U32("deadlines.inflight_s", inflight_s, SIDE_PREFILL, PH_XFER, 300,
-	    1, DAY, KF_PLAIN, "sender: from send() to the last completion"),
-	U32("deadlines.receiver_waiting_s", receiver_waiting_s, SIDE_DECODE,
-	    "WAITING_FOR_INPUT", 300, 1, DAY, KF_PLAIN,
-	    "receiver: from ROOM_INFO posted to the final write "
-	    "(SGLANG_DISAGGREGATION_WAITING_TIMEOUT)"),
-	U32("deadlines.quiesce_s", quiesce_s, SIDE_BOTH,
-	    "FAILED (quiescence)", 30, 1, 3600, KF_PLAIN,
-	    "wait for ABORT_ACK / flush before tearing the connection down"),
+	/* BOOTSTRAPPING deadline (SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT) */
+	{ .name = "deadlines.bootstrap_s", U32_FIELD(bootstrap_s),
+	  .side = SIDE_BOTH, .phase = "BOOTSTRAPPING", .def = 300, .min = 1,
+	  .max = DAY },
+	/* sender: ROOM_INFO received, send() not yet called; 0 = off */
+	{ .name = "deadlines.waiting_for_input_s", U32_FIELD(waiting_for_input_s),
+	  .side = SIDE_PREFILL, .phase = "WAITING_FOR_INPUT", .def = 0,
+	  .min = 0, .max = DAY },
+	/* sender: from send() to the last completion */
+	{ .name = "deadlines.inflight_s", U32_FIELD(inflight_s),
+	  .side = SIDE_PREFILL, .phase = PH_XFER, .def = 300, .min = 1,
+	  .max = DAY },
+	/* receiver: from ROOM_INFO posted to the final write
+	 * (SGLANG_DISAGGREGATION_WAITING_TIMEOUT) */
+	{ .name = "deadlines.receiver_waiting_s", U32_FIELD(receiver_waiting_s),
+	  .side = SIDE_DECODE, .phase = "WAITING_FOR_INPUT", .def = 300,
+	  .min = 1, .max = DAY },
+	/* wait for ABORT_ACK / flush before tearing the connection down */
+	{ .name = "deadlines.quiesce_s", U32_FIELD(quiesce_s), .side = SIDE_BOTH,
+	  .phase = "FAILED (quiescence)", .def = 30, .min = 1, .max = 3600 },
 
-	U32("heartbeat.interval_ms", heartbeat_interval_ms, SIDE_BOTH,
-	    "all non-terminal", 5000, 100, 600000, KF_PLAIN,
-	    "HEARTBEAT period (SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL)"),
-	U32("heartbeat.misses", heartbeat_misses, SIDE_BOTH,
-	    "all non-terminal", 2, 1, 100, KF_PLAIN,
-	    "missed heartbeats before the peer is lost "
-	    "(SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE)"),
+	/* HEARTBEAT period (SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL) */
+	{ .name = "heartbeat.interval_ms", U32_FIELD(heartbeat_interval_ms),
+	  .side = SIDE_BOTH, .phase = "all non-terminal", .def = 5000,
+	  .min = 100, .max = 600000 },
+	/* missed heartbeats before the peer is lost
+	 * (SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE) */
+	{ .name = "heartbeat.misses", U32_FIELD(heartbeat_misses),
+	  .side = SIDE_BOTH, .phase = "all non-terminal", .def = 2, .min = 1,
+	  .max = 100 },
 
-	STR("rdma.device", device, SIDE_BOTH, PH_CONN, "", 0, KF_PLAIN,
-	    "verbs device name, \"\" = first device with an ACTIVE port"),
-	U32("rdma.port_num", port_num, SIDE_BOTH, PH_CONN, 1, 1, 255, KF_PLAIN,
-	    "device port (verbs port_num is 8-bit, from 1)"),
-	I32("rdma.gid_index", gid_index, SIDE_BOTH, PH_CONN, -1, -1, 255,
-	    "GID table index, -1 = the RoCE v2 GID of the address"),
-	STR("rdma.listen_addr", listen_addr, SIDE_PREFILL, PH_CONN, "", 0,
-	    KF_HOST, "address to accept connections on, \"\" = do not listen"),
-	U32("rdma.listen_port", listen_port, SIDE_PREFILL, PH_CONN, 18515,
-	    1, 65535, KF_PLAIN, "rdma_cm port to listen on"),
-	STR("rdma.peer", peer, SIDE_DECODE, PH_CONN, "", 0, KF_HOSTPORT,
-	    "default prefill peer \"host:port\" for receivers, \"\" = none"),
-	STR("rdma.source_addr", source_addr, SIDE_DECODE, PH_CONN, "", 0, KF_HOST,
-	    "local address outgoing connections start from, \"\" = routing picks"),
-	STR("rdma.auth_token", auth_token, SIDE_BOTH, PH_CONN, "", 0, KF_PLAIN,
-	    "shared token checked in HELLO, \"\" = no check"),
-	U32("rdma.qps_per_peer", qps_per_peer, SIDE_DECODE, PH_CONN, 1, 1, 64,
-	    KF_PLAIN, "RC queue pairs per peer connection"),
-	U32("rdma.sq_depth", sq_depth, SIDE_BOTH, PH_XFER, 1024, 16, 32768,
-	    KF_PLAIN, "send queue entries per QP"),
-	U32("rdma.rq_depth", rq_depth, SIDE_BOTH, PH_XFER, 256, 16, 32768,
-	    KF_PLAIN, "receive queue entries per QP (frames, write-with-imm)"),
-	U32("rdma.cq_depth", cq_depth, SIDE_BOTH, PH_XFER, 4096, 64, 1 << 21,
-	    KF_PLAIN, "completion queue entries"),
-	U32("rdma.max_sge", max_sge, SIDE_PREFILL, PH_XFER, 4, 1, 32, KF_PLAIN,
-	    "scatter-gather entries per RDMA WRITE (Mooncake's default)"),
-	U32("rdma.signal_every", signal_every, SIDE_PREFILL, PH_XFER, 64,
-	    1, 4096, KF_PLAIN, "signal one send work request in N"),
-	U32("rdma.qp_timeout", qp_timeout, SIDE_BOTH, PH_XFER, 14, 1, 31,
-	    KF_PLAIN, "ACK timeout 4.096 us * 2^n; 0 (= infinite) refused"),
-	U32("rdma.retry_cnt", retry_cnt, SIDE_BOTH, PH_XFER, 7, 0, 7, KF_PLAIN,
-	    "transport retries before IBV_WC_RETRY_EXC_ERR"),
-	U32("rdma.rnr_retry", rnr_retry, SIDE_BOTH, PH_XFER, 7, 0, 7, KF_PLAIN,
-	    "receiver-not-ready retries, 7 = infinite (IB spec)"),
-	U32("rdma.mtu", mtu, SIDE_BOTH, PH_CONN, 0, 0, 4096, KF_MTU,
-	    "path MTU in bytes, 0 = the port's active MTU"),
-	U32("rdma.traffic_class", traffic_class, SIDE_BOTH, PH_CONN, 0, 0, 255,
-	    KF_PLAIN, "GRH traffic class (RoCE: DSCP << 2 | ECN)"),
-	U32("rdma.service_level", service_level, SIDE_BOTH, PH_CONN, 0, 0, 15,
-	    KF_PLAIN, "IB service level (4 bits)"),
-	U32("rdma.poll_batch", poll_batch, SIDE_BOTH, "none (poller)", 32,
-	    1, 1024, KF_PLAIN, "completions taken per ibv_poll_cq"),
-	U32("rdma.poll_idle_us", poll_idle_us, SIDE_BOTH, "none (poller)", 1000,
-	    0, 1000000, KF_PLAIN,
-	    "busy-poll this long when idle, then sleep on the channel"),
-	U32("rdma.connect_timeout_ms", connect_timeout_ms, SIDE_BOTH, PH_CONN,
-	    5000, 100, 600000, KF_PLAIN,
-	    "rdma_cm address/route resolution and connect timeout"),
+	/* verbs device name, "" = first device with an ACTIVE port */
+	{ .name = "rdma.device", STR_FIELD(device), .side = SIDE_BOTH,
+	  .phase = PH_CONN, .def_s = "" },
+	/* device port (verbs port_num is 8-bit, from 1) */
+	{ .name = "rdma.port_num", U32_FIELD(port_num), .side = SIDE_BOTH,
+	  .phase = PH_CONN, .def = 1, .min = 1, .max = 255 },
+	/* GID table index, -1 = the RoCE v2 GID of the address */
+	{ .name = "rdma.gid_index", I32_FIELD(gid_index), .side = SIDE_BOTH,
+	  .phase = PH_CONN, .def = -1, .min = -1, .max = 255 },
+	/* address to accept connections on, "" = do not listen */
+	{ .name = "rdma.listen_addr", STR_FIELD(listen_addr), .form = KF_HOST,
+	  .side = SIDE_PREFILL, .phase = PH_CONN, .def_s = "" },
+	/* rdma_cm port to listen on */
+	{ .name = "rdma.listen_port", U32_FIELD(listen_port),
+	  .side = SIDE_PREFILL, .phase = PH_CONN, .def = 18515, .min = 1,
+	  .max = 65535 },
+	/* default prefill peer "host:port" for receivers, "" = none */
+	{ .name = "rdma.peer", STR_FIELD(peer), .form = KF_HOSTPORT,
+	  .side = SIDE_DECODE, .phase = PH_CONN, .def_s = "" },
+	/* local address outgoing connections start from, "" = routing picks */
+	{ .name = "rdma.source_addr", STR_FIELD(source_addr), .form = KF_HOST,
+	  .side = SIDE_DECODE, .phase = PH_CONN, .def_s = "" },
+	/* shared token checked in HELLO, "" = no check */
+	{ .name = "rdma.auth_token", STR_FIELD(auth_token), .side = SIDE_BOTH,
+	  .phase = PH_CONN, .def_s = "" },
+	/* RC queue pairs per peer connection */
+	{ .name = "rdma.qps_per_peer", U32_FIELD(qps_per_peer),
+	  .side = SIDE_DECODE, .phase = PH_CONN, .def = 1, .min = 1, .max = 64 },
+	/* send queue entries per QP */
+	{ .name = "rdma.sq_depth", U32_FIELD(sq_depth), .side = SIDE_BOTH,
+	  .phase = PH_XFER, .def = 1024, .min = 16, .max = 32768 },
+	/* receive queue entries per QP (frames, write-with-imm) */
+	{ .name = "rdma.rq_depth", U32_FIELD(rq_depth), .side = SIDE_BOTH,
+	  .phase = PH_XFER, .def = 256, .min = 16, .max = 32768 },
+	/* scatter-gather entries per RDMA WRITE (Mooncake's default, and the
+	 * most a write's gather list holds: KVF_CFG_MAX_SGE) */
+	{ .name = "rdma.max_sge", U32_FIELD(max_sge), .side = SIDE_PREFILL,
+	  .phase = PH_XFER, .def = 4, .min = 1, .max = KVF_CFG_MAX_SGE },
+	/* signal one send work request in N */
+	{ .name = "rdma.signal_every", U32_FIELD(signal_every),
+	  .side = SIDE_PREFILL, .phase = PH_XFER, .def = 64, .min = 1,
+	  .max = 4096 },
+	/* ACK timeout 4.096 us * 2^n; 0 (= infinite) refused */
+	{ .name = "rdma.qp_timeout", U32_FIELD(qp_timeout), .side = SIDE_BOTH,
+	  .phase = PH_XFER, .def = 14, .min = 1, .max = 31 },
+	/* transport retries before IBV_WC_RETRY_EXC_ERR */
+	{ .name = "rdma.retry_cnt", U32_FIELD(retry_cnt), .side = SIDE_BOTH,
+	  .phase = PH_XFER, .def = 7, .min = 0, .max = 7 },
+	/* receiver-not-ready retries, 7 = infinite (IB spec) */
+	{ .name = "rdma.rnr_retry", U32_FIELD(rnr_retry), .side = SIDE_BOTH,
+	  .phase = PH_XFER, .def = 7, .min = 0, .max = 7 },
+	/* path MTU in bytes, 0 = the port's active MTU */
+	{ .name = "rdma.mtu", U32_FIELD(mtu), .form = KF_MTU, .side = SIDE_BOTH,
+	  .phase = PH_CONN, .def = 0, .min = 0, .max = 4096 },
+	/* GRH traffic class (RoCE: DSCP << 2 | ECN) */
+	{ .name = "rdma.traffic_class", U32_FIELD(traffic_class),
+	  .side = SIDE_BOTH, .phase = PH_CONN, .def = 0, .min = 0, .max = 255 },
+	/* IB service level (4 bits) */
+	{ .name = "rdma.service_level", U32_FIELD(service_level),
+	  .side = SIDE_BOTH, .phase = PH_CONN, .def = 0, .min = 0, .max = 15 },
+	/* completions taken per ibv_poll_cq */
+	{ .name = "rdma.poll_batch", U32_FIELD(poll_batch), .side = SIDE_BOTH,
+	  .phase = "none (poller)", .def = 32, .min = 1, .max = 1024 },
+	/* busy-poll this long when idle, then sleep on the channel */
+	{ .name = "rdma.poll_idle_us", U32_FIELD(poll_idle_us),
+	  .side = SIDE_BOTH, .phase = "none (poller)", .def = 1000, .min = 0,
+	  .max = 1000000 },
+	/* rdma_cm address/route resolution and connect timeout */
+	{ .name = "rdma.connect_timeout_ms", U32_FIELD(connect_timeout_ms),
+	  .side = SIDE_BOTH, .phase = PH_CONN, .def = 5000, .min = 100,
+	  .max = 600000 },
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
@@ -575,6 +612,16 @@ static bool str_ok(const struct kvf_key *k, const char *v)
 	return true;
 }
 
+static int fail_too_long(struct loader *ld, const char *file, unsigned line,
+			 const struct kvf_key *k, size_t n)
+{
+	char want[128];
+
+	expected(k, want, sizeof(want));
+	return fail_at(ld, file, line, "%s: expected %s, got a string of %zu bytes "
+		       "(longer than %d)", k->name, want, n, KVF_CFG_STR - 1);
+}
+
 static int parse_str(struct loader *ld, const config_setting_t *s,
 		     const struct kvf_key *k)
 {
@@ -583,14 +630,9 @@ static int parse_str(struct loader *ld, const config_setting_t *s,
 	if (config_setting_type(s) != CONFIG_TYPE_STRING)
 		return fail_expected(ld, s, k);
 	v = config_setting_get_string(s);
-	if (strlen(v) > (size_t)k->max) {
-		char want[128];
-
-		expected(k, want, sizeof(want));
-		return FAIL(ld, s, "%s: expected %s, got a string of %zu bytes "
-			    "(longer than %d)", k->name, want, strlen(v),
-			    KVF_CFG_STR - 1);
-	}
+	if (strlen(v) > (size_t)k->max)
+		return fail_too_long(ld, src_file(ld, s),
+				     (unsigned)config_setting_source_line(s), k, strlen(v));
 	if (!str_ok(k, v))
 		return fail_expected(ld, s, k);
 	key_set_str(&ld->cfg, k, v);
@@ -737,18 +779,32 @@ static int check_cross(struct loader *ld)
 		return fail_cross(ld, RULE("rdma.signal_every", "rdma.sq_depth"),
 				  "rdma.signal_every: expected at most rdma.sq_depth "
 				  "(%u), got %u", c->sq_depth, c->signal_every);
-	/* A QP in error flushes every posted request, signalled or not:
-	 * one QP's flush must fit in the CQ or the CQ overruns. */
-	if (c->cq_depth < c->sq_depth + c->rq_depth)
-		return fail_cross(ld, RULE("rdma.cq_depth", "rdma.sq_depth",
-					   "rdma.rq_depth"),
-				  "rdma.cq_depth: expected at least rdma.sq_depth + "
-				  "rdma.rq_depth (%u), got %u",
-				  c->sq_depth + c->rq_depth, c->cq_depth);
 	return 0;
 }
 
 /* ---- integer literals libconfig 1.5 would wrap (config_scan.h) ---- */
+
+/*
+ * libconfig 1.5 leaks the string token it holds when it meets a syntax
+ * error (its grammar has no %destructor for a discarded token), once per
+ * failed load, in 64-byte steps. valgrind "definitely lost" for
+ * kvf_config_load_string('engine = { id = 1 "<n bytes>" };'), before this
+ * check -> after: n = 1: 64 -> 64; n = 64..127: 128 -> 128; n = 128: 192 -> 0;
+ * n = 1000: 1,024 -> 0; n = 100 KiB: 102,464 -> 0. No value kvferry takes
+ * is longer than 127 bytes, so a longer piece is refused here, before
+ * libconfig reads it: a failed load leaks at most one 128-byte buffer.
+ */
+static int on_string(struct loader *ld, const struct kvf_scan_item *it)
+{
+	const struct kvf_key *k = it->key[0] ? key_find(it->key) : NULL;
+
+	if (it->len <= KVF_CFG_STR - 1)
+		return 0;
+	if (k && k->type == KT_STR)
+		return fail_too_long(ld, ld->name, it->line, k, it->len);
+	return fail_at(ld, ld->name, it->line, "a string of %zu bytes: no "
+		       "kvferry value is longer than %d", it->len, KVF_CFG_STR - 1);
+}
 
 static int on_literal(void *arg, const struct kvf_scan_item *it)
 {
@@ -761,6 +817,8 @@ static int on_literal(void *arg, const struct kvf_scan_item *it)
 	if (it->what == KVF_SCAN_INCLUDE)
 		return fail_at(ld, ld->name, it->line, "@include is not supported: "
 			       "the configuration is one file");
+	if (it->what == KVF_SCAN_STRING)
+		return on_string(ld, it);
 	if (!kvf_scan_wraps(it->text, it->len, it->kind))
 		return 0;
 	k = it->key[0] ? key_find(it->key) : NULL;
@@ -784,7 +842,7 @@ static void log_effective(const struct kvf_config *cfg)
 		if (k->type == KT_STR)
 			kvf_dbg(MOD, "%s = \"%s\" (%s; %s)", k->name,
 				/* a secret: never in a log */
-				k->off == OFF(auth_token) && *(const char *)f ?
+				k->off == offsetof(struct kvf_config, auth_token) && *(const char *)f ?
 				"<set>" : (const char *)f,
 				side_names[k->side], k->phase);
 		else if (k->type == KT_I32)

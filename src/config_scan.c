@@ -167,15 +167,38 @@ static void skip_comment(struct scan *sc)
 		sc->p += 2;
 }
 
-static void skip_string(struct scan *sc)
+/* A value directly in a top-level { } group belongs to "group.key". */
+static void set_key(const struct scan *sc, struct kvf_scan_item *it)
 {
-	for (sc->p++; *sc->p && *sc->p != '"'; sc->p++) {
-		if (*sc->p == '\\' && sc->p[1])
-			sc->p++;
-		sc->line += *sc->p == '\n';
+	if (sc->depth == 1 && sc->in_group && sc->key[0])
+		snprintf(it->key, sizeof(it->key), "%s.%s", sc->group, sc->key);
+}
+
+/* Bytes one escape in a string stands for, and how many it spans. */
+static size_t escape_len(const char *p)
+{
+	if (p[1] == 'x' || p[1] == 'X')
+		return is_xdigit(p[2]) && is_xdigit(p[3]) ? 4 : 1;
+	return p[1] && strchr("nrtf\\\"", p[1]) ? 2 : 1;
+}
+
+/* One "..." piece, as libconfig's STRING state reads it; its length is
+ * the bytes it stands for (each escape is one). */
+static int string(struct scan *sc, kvf_scan_fn fn, void *arg)
+{
+	struct kvf_scan_item it = { .what = KVF_SCAN_STRING, .line = sc->line,
+				    .text = sc->p };
+
+	for (sc->p++; *sc->p && *sc->p != '"'; it.len++) {
+		size_t n = *sc->p == '\\' ? escape_len(sc->p) : 1;
+
+		for (; n && *sc->p; n--)
+			sc->line += *sc->p++ == '\n';
 	}
 	if (*sc->p)
 		sc->p++;
+	set_key(sc, &it);
+	return fn(arg, &it);
 }
 
 static bool is_name_start(char c)
@@ -235,8 +258,7 @@ static int number(struct scan *sc, kvf_scan_fn fn, void *arg)
 		return 0;
 	}
 	sc->p += it.len;
-	if (sc->depth == 1 && sc->in_group && sc->key[0])
-		snprintf(it.key, sizeof(it.key), "%s.%s", sc->group, sc->key);
+	set_key(sc, &it);
 	return fn(arg, &it);
 }
 
@@ -262,7 +284,7 @@ int kvf_scan_text(const char *text, kvf_scan_fn fn, void *arg)
 		if (c == '#' || (c == '/' && (sc.p[1] == '/' || sc.p[1] == '*')))
 			skip_comment(&sc);
 		else if (c == '"')
-			skip_string(&sc);
+			rc = string(&sc, fn, arg);
 		else if (is_digit(c) || c == '-' || c == '+' || c == '.')
 			rc = number(&sc, fn, arg);
 		else if (c == '@')

@@ -20,7 +20,8 @@
  *
  * so "4294985811listen_addr" is the integer 4294985811 then a name, "5l" is
  * 5 then the name "l", and "1e" is 1 then "e". Comments (#, //, / * * /)
- * and strings are skipped as the lexer skips them.
+ * are skipped as the lexer skips them; strings are measured, so the loader
+ * can refuse a long one before libconfig 1.5 could leak it.
  */
 #ifndef KVF_CONFIG_SCAN_H
 #define KVF_CONFIG_SCAN_H
@@ -50,14 +51,16 @@ bool kvf_scan_wraps(const char *s, size_t n, enum kvf_num_kind kind);
 
 enum kvf_scan_what {
 	KVF_SCAN_NUMBER,  /* a numeric literal */
+	KVF_SCAN_STRING,  /* one "..." piece (adjacent pieces are separate) */
 	KVF_SCAN_INCLUDE, /* an @include directive */
 };
 
 struct kvf_scan_item {
 	enum kvf_scan_what what;
 	unsigned line;          /* 1-based, as libconfig counts */
-	const char *text;       /* the literal as written (NUMBER) */
-	size_t len;
+	const char *text;       /* the literal as written (NUMBER, STRING) */
+	size_t len;             /* NUMBER: bytes written; STRING: bytes it
+	                         * stands for, escapes decoded */
 	enum kvf_num_kind kind;
 	/* "group.key" when the literal is the whole value of a setting of a
 	 * top-level { } group, the only place kvferry has keys; else "". */
@@ -68,8 +71,8 @@ struct kvf_scan_item {
 typedef int (*kvf_scan_fn)(void *arg, const struct kvf_scan_item *it);
 
 /*
- * Walk the NUL-terminated text and call fn for every numeric literal and
- * every @include. Any bytes are accepted: nesting is only counted, never
+ * Walk the NUL-terminated text and call fn for every numeric literal, every
+ * string piece and every @include. Any bytes are accepted: nesting is only counted, never
  * stored, so no depth is too deep.
  * Returns 0, or fn's first nonzero return.
  */

@@ -152,11 +152,15 @@ struct seen {
 	struct kvf_scan_item it[16];
 	char text[16][32];
 	int stop_at;  /* return nonzero at this item (1-based), 0 = never */
+	bool strings; /* collect string pieces too */
 };
 
 static int collect(void *arg, const struct kvf_scan_item *it)
 {
 	struct seen *s = arg;
+
+	if (it->what == KVF_SCAN_STRING && !s->strings)
+		return 0;
 
 	if (s->n < 16) {
 		s->it[s->n] = *it;
@@ -235,10 +239,37 @@ Test(config_scan, include_is_reported_and_callback_stops_the_walk)
 
 Test(config_scan, unterminated_comment_and_string_end_the_walk)
 {
-	struct seen s = { 0 };
+	struct seen s = { .strings = true };
 
 	cr_assert_eq(kvf_scan_text("a = 1; /* 2", collect, &s), 0);
 	cr_assert_eq(kvf_scan_text("b = \"3\\", collect, &s), 0);
 	cr_assert_eq(kvf_scan_text("c = 4 # 5", collect, &s), 0);
-	cr_assert_eq(s.n, 2);
+	cr_assert_eq(s.n, 3);
+	cr_expect_eq(s.it[1].what, KVF_SCAN_STRING);
+	cr_expect_eq(s.it[1].len, 2);  /* '3' and the lone backslash */
+}
+
+Test(config_scan, strings_are_measured_as_libconfig_decodes_them)
+{
+	static const char text[] = "g = {\n k = \"ab\\n\\x41\\x4\\q\\\\\\\"\" \"\n\";"
+				   " };\nl = (\"x\");";
+	struct seen s = { .strings = true };
+	config_t c;
+
+	/* libconfig agrees: the two pieces make one 12-byte string. */
+	config_init(&c);
+	cr_assert(config_read_string(&c, text));
+	cr_expect_eq(strlen(config_setting_get_string(config_lookup(&c, "g.k"))), 12);
+	config_destroy(&c);
+	cr_assert_eq(kvf_scan_text(text, collect, &s), 0);
+	cr_assert_eq(s.n, 3);
+	/* a b \n \x41 \ x 4 \ q \\ \" */
+	cr_expect_eq(s.it[0].len, 11);
+	cr_expect_str_eq(s.it[0].key, "g.k");
+	cr_expect_eq(s.it[0].line, 2);
+	/* The second piece holds a newline: the next line count follows. */
+	cr_expect_eq(s.it[1].len, 1);
+	cr_expect_str_eq(s.it[1].key, "g.k");
+	cr_expect_eq(s.it[2].line, 4);
+	cr_expect_str_eq(s.it[2].key, "");
 }
