@@ -57,10 +57,11 @@ LSAN_OPTIONS="suppressions=$KVF_REPO/tests/fuzz/lsan.supp:print_suppressions=0" 
 UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
 	"$build/tests/fuzz/fuzz_$name" "${flags[@]}" "$@" "$corpus" "${seeds[@]}" \
 	>"$log" 2>&1 || rc=$?
-grep -E '^#[0-9]+[[:space:]]+DONE' "$log" | tail -1 || tail -n 30 "$log"
+grep -E '^#[0-9]+[[:space:]]+DONE' "$log" | tail -1 || true
 grep -E '^stat::' "$log" | awk '!seen[$0]++' || true
 if [ "$rc" != 0 ]; then
-	grep -E 'ERROR|SUMMARY|Test unit written' "$log" || tail -n 30 "$log"
+	grep -E "ERROR|SUMMARY|fuzz_$name:|Test unit written" "$log" | awk '!seen[$0]++' ||
+		tail -n 30 "$log"
 	kvf_die "fuzz_$name failed (exit $rc); see $log"
 fi
 kvf_log "fuzz_$name: no crash in ${secs}s"
