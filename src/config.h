@@ -13,6 +13,11 @@
 
 #define KVF_CFG_STR 128
 
+/* The most scatter-gather entries one RDMA WRITE gathers (rdma.max_sge):
+ * a write's gather list is a fixed array of this many (rdma.h
+ * KVF_MAX_SGE, which must equal it; test_config.c checks). */
+#define KVF_CFG_MAX_SGE 4u
+
 struct kvf_config {
 	/* log */
 	enum kvf_log_level log_level;         /* log.level */
@@ -50,7 +55,6 @@ struct kvf_config {
 	uint32_t qps_per_peer;                /* rdma.qps_per_peer */
 	uint32_t sq_depth;                    /* rdma.sq_depth */
 	uint32_t rq_depth;                    /* rdma.rq_depth */
-	uint32_t cq_depth;                    /* rdma.cq_depth */
 	uint32_t max_sge;                     /* rdma.max_sge */
 	uint32_t signal_every;                /* rdma.signal_every */
 	uint32_t qp_timeout;                  /* rdma.qp_timeout (4.096us * 2^n) */
