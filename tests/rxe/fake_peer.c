@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fake_peer: a decode-side kvferry peer written with raw rdma_cm and verbs
- * and kvferry's own frame encoders (src/rdma/proto.c), that connects to a real
- * kvferry prefill engine (tests/rxe/kvf_driver --role prefill), does the
- * real handshake (connect private data, HELLO, ROOM_INFO, HEARTBEAT), checks
- * every byte the prefill writes, and misbehaves on purpose:
+ * that speaks the protocol as docs/wire.md defines it: every byte it sends
+ * or reads goes through wire_codec.c, which is built from the document's
+ * tables (wire_doc.h, generated at build time), never from src/proto.h. It
+ * connects to a real kvferry prefill engine (tests/rxe/kvf_driver --role
+ * prefill), does the real handshake (connect private data, HELLO,
+ * ROOM_INFO, HEARTBEAT), checks every byte the prefill writes, and
+ * misbehaves on purpose:
  *
  *   good        everything right: every room's data lands and checks
  *   bad-rkey    HELLO carries wrong rkeys; room 0 is asked on that connection
@@ -34,7 +37,7 @@
  *               has landed (its write-with-immediate completed here, so the
  *               prefill's RC ACK is on its way): every room should still be
  *               SUCCESS at the prefill
- *   bad-version connect private data with protocol version 2: rejected
+ *   bad-version connect private data with the next protocol version: rejected
  *   bad-token   connect private data with another token's hash: rejected
  *
  * One line per event on stdout ("fake_peer: ..."); the last line is
@@ -67,7 +70,7 @@
 #include <rdma/rdma_cma.h>
 
 #include "pattern.h"
-#include "rdma/proto.h"
+#include "wire_codec.h"
 
 #define FRAME 32768u
 #define RX_N 64u
@@ -301,10 +304,10 @@ static uint8_t *tx_slot(struct peer *p, struct conn *c, uint32_t *slot)
 
 static int send_hello(struct peer *p, struct conn *c, bool bad_rkey, bool inflate, bool bad_bs)
 {
-	struct kvf_hello_buf hb[1024];
+	struct kw_hello_buf hb[1024];
 	uint32_t slot;
 	uint8_t *buf = tx_slot(p, c, &slot);
-	int len;
+	size_t len;
 
 	for (uint32_t k = 0; k < p->o.nbufs; k++) {
 		hb[k].addr = (uintptr_t)p->bufs[k];
@@ -313,10 +316,10 @@ static int send_hello(struct peer *p, struct conn *c, bool bad_rkey, bool inflat
 		if (bad_rkey)
 			hb[k].rkey ^= 0x00ff0f00u; /* a key this PD never issued */
 	}
-	len = kvf_proto_encode_hello(buf, FRAME, "fake-peer",
-				     inflate ? 2 * p->o.pool_blocks : p->o.pool_blocks, hb, p->o.nbufs);
-	if (len < 0)
-		return len;
+	len = kw_encode_hello(buf, FRAME, "fake-peer",
+			      inflate ? 2 * p->o.pool_blocks : p->o.pool_blocks, hb, p->o.nbufs);
+	if (!len)
+		return -EMSGSIZE;
 	printf("fake_peer: HELLO sent: %u buffers x %u blocks%s%s%s\n", p->o.nbufs,
 	       inflate ? 2 * p->o.pool_blocks : p->o.pool_blocks, bad_rkey ? " (wrong rkeys)" : "",
 	       inflate ? " (twice the registered blocks)" : "", bad_bs ? " (twice the block size)" : "");
@@ -329,7 +332,7 @@ static int send_room_info(struct peer *p, struct conn *c, uint32_t i, int kind)
 {
 	uint32_t blocks[513], n = p->o.bpr, slot;
 	uint8_t *buf = tx_slot(p, c, &slot);
-	int len;
+	size_t len;
 
 	for (uint32_t j = 0; j < n; j++)
 		blocks[j] = dstb(p, i, j);
@@ -343,21 +346,19 @@ static int send_room_info(struct peer *p, struct conn *c, uint32_t i, int kind)
 			if (blocks[j] < p->o.pool_blocks)
 				memset(p->bufs[k] + (size_t)blocks[j] * p->o.block_size, 0xdd,
 				       p->o.block_size);
-	len = kvf_proto_encode_room_info(buf, FRAME, p->o.first_id + i, i /* imm = slot i */,
-					 blocks, n);
-	if (len < 0)
-		return len;
+	/* the immediate will name slot i (generation 0): docs/wire.md 6.2 */
+	len = kw_encode_room_info(buf, FRAME, p->o.first_id + i, kw_recv_handle(i, 0), blocks, n);
+	if (!len)
+		return -EMSGSIZE;
 	if (kind == 2) {
-		/* count says n + 1; the frame (and its header length) holds n */
-		uint32_t m = n + 1;
-
-		memcpy(buf + KVF_PROTO_HDR_LEN + 8, (uint8_t[4]){(uint8_t)m, (uint8_t)(m >> 8),
-			(uint8_t)(m >> 16), (uint8_t)(m >> 24)}, 4);
+		/* count (and total) say n + 1; the frame and its header length hold n */
+		KW_PUT(buf, ROOM_INFO_NBLOCKS, n + 1);
+		KW_PUT(buf, ROOM_INFO_TOTAL, n + 1);
 	}
 	if (kind == 3)
 		len -= 4;
 	p->rstate[i] = R_ASKED;
-	printf("fake_peer: ROOM_INFO room %u id=%#" PRIx64 " sent (%s, %d bytes)\n", i,
+	printf("fake_peer: ROOM_INFO room %u id=%#" PRIx64 " sent (%s, %zu bytes)\n", i,
 	       p->o.first_id + i,
 	       (const char *[]){"good", "out-of-range block id", "truncated block list",
 				"cut 4 bytes short of its header length",
@@ -369,7 +370,7 @@ static void send_heartbeat(struct peer *p, struct conn *c)
 {
 	uint32_t slot;
 	uint8_t *buf = tx_slot(p, c, &slot);
-	int len = kvf_proto_encode_heartbeat(buf, FRAME);
+	size_t len = kw_encode_heartbeat(buf, FRAME);
 
 	if (len > 0)
 		post_send(p, c, slot, (uint32_t)len);
@@ -433,8 +434,8 @@ static void conn_close(struct peer *p, struct conn *c)
 static int conn_open(struct peer *p, struct conn *c, uint16_t version, const char *token)
 {
 	struct sockaddr_storage dst, src;
-	struct kvf_cm_hello h = {.version = version, .frame_max = FRAME};
-	uint8_t priv[KVF_PROTO_CM_LEN];
+	struct kw_cm h = {.version = version, .frame_max = FRAME};
+	uint8_t priv[KVF_WIRE_CM_LEN];
 	struct rdma_conn_param cp = {.private_data = priv, .private_data_len = sizeof(priv),
 				     .responder_resources = 1, .initiator_depth = 1,
 				     .retry_count = 7, .rnr_retry_count = 7};
@@ -484,9 +485,9 @@ static int conn_open(struct peer *p, struct conn *c, uint16_t version, const cha
 	for (uint32_t s = 0; s < RX_N; s++)
 		if (post_recv(p, c, s))
 			return -EIO;
-	kvf_proto_token_hash(token, h.token_hash);
+	kw_token_hash(token, h.token_hash);
 	snprintf(h.engine_id, sizeof(h.engine_id), "fake-peer");
-	kvf_proto_encode_cm(priv, &h);
+	kw_encode_cm(priv, &h);
 	if (rdma_connect(c->id, &cp)) {
 		printf("fake_peer: rdma_connect: %s\n", strerror(errno));
 		return -errno;
@@ -499,8 +500,8 @@ static int conn_open(struct peer *p, struct conn *c, uint16_t version, const cha
 	if (e == RDMA_CM_EVENT_REJECTED) {
 		char text[96];
 
-		kvf_proto_decode_rej(ev->param.conn.private_data, ev->param.conn.private_data_len,
-				     text, sizeof(text));
+		kw_decode_rej(ev->param.conn.private_data, ev->param.conn.private_data_len,
+			      text, sizeof(text));
 		snprintf(c->why, sizeof(c->why), "%s", text);
 		printf("fake_peer: REJECTED by the prefill: %s (status %d, %u bytes of private data)\n",
 		       text, ev->status, ev->param.conn.private_data_len);
@@ -514,11 +515,11 @@ static int conn_open(struct peer *p, struct conn *c, uint16_t version, const cha
 		return -ECONNREFUSED;
 	}
 	{
-		struct kvf_cm_hello ph;
+		struct kw_cm ph;
 		char why[128];
 
-		if (kvf_proto_decode_cm(ev->param.conn.private_data, ev->param.conn.private_data_len,
-					&ph, why, sizeof(why)))
+		if (kw_decode_cm(ev->param.conn.private_data, ev->param.conn.private_data_len,
+				 &ph, why, sizeof(why)))
 			printf("fake_peer: ESTABLISHED, but the accept data is bad: %s\n", why);
 		else
 			printf("fake_peer: ESTABLISHED with %s (protocol %u, frames up to %u bytes, qp 0x%x)\n",
@@ -579,35 +580,33 @@ static int run_loop(struct peer *p, struct conn *c, uint32_t lo, uint32_t hi, bo
 			if (!recv)
 				continue;
 			if (wc[k].opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
-				uint32_t i = ntohl(wc[k].imm_data) & 0xfffffu;
+				uint32_t i = kw_imm_slot(ntohl(wc[k].imm_data));
 
 				if (i < p->o.rooms && p->rstate[i] == R_ASKED)
 					check_room(p, i);
 				else
 					printf("fake_peer: write-with-immediate for room slot %u, not asked\n", i);
 			} else {
-				struct kvf_proto_limits lim = {.max_blocks = 65536, .max_bufs = 1024,
-							       .nblocks = 1};
-				struct kvf_frame f;
+				struct kw_frame f;
 				char why[200];
 				const uint8_t *b = p->rx + (size_t)wc[k].wr_id * FRAME;
 
-				if (kvf_proto_decode(b, wc[k].byte_len, &lim, &f, NULL, why, sizeof(why))) {
+				if (kw_decode(b, wc[k].byte_len, &f, why, sizeof(why))) {
 					printf("fake_peer: bad frame from the prefill: %s\n", why);
-				} else if (f.type == KVF_FR_HELLO) {
+				} else if (f.type == KVF_WIRE_FR_HELLO) {
 					p->got_hello = true;
 					printf("fake_peer: HELLO from %s: %u buffers x %u blocks\n",
-					       f.hello.engine_id, f.hello.nbufs, f.hello.nblocks);
-				} else if (f.type == KVF_FR_ABORT) {
+					       f.engine_id, f.nbufs, f.nblocks);
+				} else if (f.type == KVF_WIRE_FR_ABORT) {
 					uint32_t i = (uint32_t)(f.room_id - p->o.first_id);
 
 					p->aborts++;
 					printf("fake_peer: ABORT for room %u id=%#" PRIx64 " (to role %u, reason %u)\n",
-					       i, f.room_id, f.abort.to_role, f.abort.reason);
+					       i, f.room_id, f.to_role, f.reason);
 					if (i < p->o.rooms && p->rstate[i] == R_ASKED)
 						p->rstate[i] = R_ABORTED;
-				} else if (f.type != KVF_FR_HEARTBEAT) {
-					printf("fake_peer: %s for %#" PRIx64 "\n", kvf_frame_type_str(f.type),
+				} else if (f.type != KVF_WIRE_FR_HEARTBEAT) {
+					printf("fake_peer: %s for %#" PRIx64 "\n", kw_frame_name(f.type),
 					       f.room_id);
 				}
 			}
@@ -667,7 +666,7 @@ int main(int argc, char **argv)
 	if (o->mode == M_BAD_VERSION || o->mode == M_BAD_TOKEN) {
 		bool v = o->mode == M_BAD_VERSION;
 
-		rc = conn_open(&p, &c, v ? KVF_PROTO_VERSION + 1 : KVF_PROTO_VERSION,
+		rc = conn_open(&p, &c, v ? KVF_WIRE_VERSION + 1 : KVF_WIRE_VERSION,
 			       v ? o->token : "not-the-token");
 		conn_close(&p, &c);
 		if (rc != 1)
@@ -677,7 +676,7 @@ int main(int argc, char **argv)
 	}
 
 	/* connection 1 */
-	rc = conn_open(&p, &c, KVF_PROTO_VERSION, o->token);
+	rc = conn_open(&p, &c, KVF_WIRE_VERSION, o->token);
 	if (rc)
 		return result(false, "connection 1: %s", rc == 1 ? c.why : strerror(-rc));
 	rc = send_hello(&p, &c, o->mode == M_BAD_RKEY, o->mode == M_MR_OVERRUN,
@@ -766,7 +765,7 @@ int main(int argc, char **argv)
 
 	/* connection 2: the rooms after b, all good */
 	if (b + 1 < o->rooms) {
-		rc = conn_open(&p, &c, KVF_PROTO_VERSION, o->token);
+		rc = conn_open(&p, &c, KVF_WIRE_VERSION, o->token);
 		if (rc)
 			return result(false, "connection 2: %s", rc == 1 ? c.why : strerror(-rc));
 		send_hello(&p, &c, false, false, false);

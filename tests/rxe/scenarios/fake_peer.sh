@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Issue 4: a misbehaving decode peer (tests/rxe/fake_peer, raw rdma_cm on
-# kvferry's own encoders) against a real prefill engine (kvf_driver --role
-# prefill, which prints each room's outcome and failure). Per MODE:
+# Issue 4: a misbehaving decode peer (tests/rxe/fake_peer, raw rdma_cm, the
+# protocol as docs/wire.md defines it) against a real prefill engine
+# (kvf_driver --role prefill, which prints each room's outcome and failure).
+# Per MODE:
 #   good        every room SUCCESS, every byte checked by the peer
 #   bad-rkey    room 0 FAILED "work completion error" with wc_status 10
 #               (IBV_WC_REM_ACCESS_ERR); the other rooms, asked on a new

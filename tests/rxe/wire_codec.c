@@ -1,0 +1,277 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* docs/wire.md as code: see wire_codec.h. Every offset is a KVF_WIRE_*
+ * name from the document's tables; no number here is a layout. */
+#include "wire_codec.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#define BAD(err, ...)                                     \
+	do {                                              \
+		if (why && wlen)                          \
+			snprintf(why, wlen, __VA_ARGS__); \
+		return (err);                             \
+	} while (0)
+
+void kw_put(uint8_t *p, unsigned size, uint64_t v)
+{
+	for (unsigned i = 0; i < size; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+uint64_t kw_get(const uint8_t *p, unsigned size)
+{
+	uint64_t v = 0;
+
+	for (unsigned i = 0; i < size; i++)
+		v |= (uint64_t)p[i] << (8 * i);
+	return v;
+}
+
+/* A NUL-padded string field of size bytes (not terminated when full). */
+static void put_str(uint8_t *p, size_t size, const char *s)
+{
+	memset(p, 0, size);
+	if (s)
+		memcpy(p, s, strnlen(s, size));
+}
+
+/* ------------------------------------------------------------ private data */
+
+void kw_token_hash(const char *token, uint8_t out[KVF_WIRE_TOKEN_HASH_LEN])
+{
+	const uint64_t basis[2] = {KVF_WIRE_TOKEN_FNV_BASIS0, KVF_WIRE_TOKEN_FNV_BASIS1};
+
+	for (int k = 0; k < 2; k++) {
+		uint64_t h = basis[k];
+
+		for (const char *c = token ? token : ""; *c; c++)
+			h = (h ^ (uint8_t)*c) * KVF_WIRE_TOKEN_FNV_PRIME;
+		kw_put(out + 8 * k, 8, h);
+	}
+}
+
+void kw_encode_cm(uint8_t out[KVF_WIRE_CM_LEN], const struct kw_cm *h)
+{
+	memset(out, 0, KVF_WIRE_CM_LEN);
+	KW_PUT(out, CM_MAGIC, KVF_WIRE_MAGIC);
+	KW_PUT(out, CM_VERSION, h->version);
+	KW_PUT(out, CM_MTU, h->mtu);
+	KW_PUT(out, CM_FRAME_MAX, h->frame_max);
+	memcpy(out + KVF_WIRE_CM_TOKEN_HASH_OFF, h->token_hash, KVF_WIRE_CM_TOKEN_HASH_SIZE);
+	put_str(out + KVF_WIRE_CM_ENGINE_ID_OFF, KVF_WIRE_CM_ENGINE_ID_SIZE, h->engine_id);
+}
+
+int kw_decode_cm(const void *buf, size_t len, struct kw_cm *h, char *why, size_t wlen)
+{
+	memset(h, 0, sizeof(*h));
+	if (!buf || len < KVF_WIRE_CM_LEN)
+		BAD(-EBADMSG, "private data of %zu bytes, expected %u", buf ? len : 0,
+		    KVF_WIRE_CM_LEN);
+	if (KW_GET(buf, CM_MAGIC) != KVF_WIRE_MAGIC)
+		BAD(-EBADMSG, "private data without the magic");
+	h->version = (uint16_t)KW_GET(buf, CM_VERSION);
+	h->mtu = (uint8_t)KW_GET(buf, CM_MTU);
+	h->frame_max = (uint32_t)KW_GET(buf, CM_FRAME_MAX);
+	memcpy(h->token_hash, (const uint8_t *)buf + KVF_WIRE_CM_TOKEN_HASH_OFF,
+	       KVF_WIRE_CM_TOKEN_HASH_SIZE);
+	memcpy(h->engine_id, (const uint8_t *)buf + KVF_WIRE_CM_ENGINE_ID_OFF,
+	       KVF_WIRE_CM_ENGINE_ID_SIZE);
+	return 0;
+}
+
+void kw_decode_rej(const void *buf, size_t len, char *text, size_t tlen)
+{
+	const char *t = (const char *)buf + KVF_WIRE_REJ_TEXT_OFF;
+	unsigned code;
+	size_t n;
+
+	if (!buf || len < KVF_WIRE_REJ_MIN_LEN || KW_GET(buf, REJ_MAGIC) != KVF_WIRE_MAGIC) {
+		snprintf(text, tlen, "no reason given");
+		return;
+	}
+	code = (unsigned)KW_GET(buf, REJ_CODE);
+	if (len > KVF_WIRE_REJ_LEN)
+		len = KVF_WIRE_REJ_LEN;
+	n = strnlen(t, len - KVF_WIRE_REJ_TEXT_OFF);
+	if (kw_rej_name(code))
+		snprintf(text, tlen, "%s%s%.*s", kw_rej_name(code), n ? ": " : "", (int)n, t);
+	else
+		snprintf(text, tlen, "reason %u%s%.*s", code, n ? ": " : "", (int)n, t);
+}
+
+/* ----------------------------------------------------------------- frames */
+
+static void put_hdr(uint8_t *p, unsigned type, size_t len, uint64_t room_id)
+{
+	memset(p, 0, KVF_WIRE_HDR_LEN);
+	KW_PUT(p, HDR_MAGIC, KVF_WIRE_MAGIC);
+	KW_PUT(p, HDR_VERSION, KVF_WIRE_VERSION);
+	KW_PUT(p, HDR_TYPE, type);
+	KW_PUT(p, HDR_LENGTH, len);
+	KW_PUT(p, HDR_ROOM_ID, room_id);
+}
+
+size_t kw_encode_hello(uint8_t *buf, size_t cap, const char *engine_id, uint32_t nblocks,
+		       const struct kw_hello_buf *bufs, uint32_t nbufs)
+{
+	size_t len = KVF_WIRE_HELLO_FIXED + (size_t)nbufs * KVF_WIRE_HELLO_BUF_LEN;
+
+	if (len > cap)
+		return 0;
+	put_hdr(buf, KVF_WIRE_FR_HELLO, len, 0);
+	put_str(buf + KVF_WIRE_HELLO_ENGINE_ID_OFF, KVF_WIRE_HELLO_ENGINE_ID_SIZE, engine_id);
+	KW_PUT(buf, HELLO_NBUFS, nbufs);
+	KW_PUT(buf, HELLO_NBLOCKS, nblocks);
+	for (uint32_t i = 0; i < nbufs; i++) {
+		uint8_t *e = buf + KVF_WIRE_HELLO_BUFS_OFF + (size_t)i * KVF_WIRE_HELLO_BUFS_ELEM;
+
+		KW_PUT(e, HELLO_BUF_ADDR, bufs[i].addr);
+		KW_PUT(e, HELLO_BUF_BLOCK_SIZE, bufs[i].block_size);
+		KW_PUT(e, HELLO_BUF_RKEY, bufs[i].rkey);
+		KW_PUT(e, HELLO_BUF_RESERVED, 0);
+	}
+	return len;
+}
+
+size_t kw_encode_room_info(uint8_t *buf, size_t cap, uint64_t room_id, uint64_t recv_handle,
+			   const uint32_t *blocks, uint32_t n)
+{
+	size_t len = KVF_WIRE_ROOM_INFO_FIXED + (size_t)n * KVF_WIRE_ROOM_INFO_BLOCKS_ELEM;
+
+	if (len > cap)
+		return 0;
+	put_hdr(buf, KVF_WIRE_FR_ROOM_INFO, len, room_id);
+	KW_PUT(buf, ROOM_INFO_RECV_HANDLE, recv_handle);
+	KW_PUT(buf, ROOM_INFO_NBLOCKS, n);
+	KW_PUT(buf, ROOM_INFO_TOTAL, n);
+	for (uint32_t i = 0; i < n; i++)
+		kw_put(buf + KVF_WIRE_ROOM_INFO_BLOCKS_OFF + (size_t)i * KVF_WIRE_ROOM_INFO_BLOCKS_ELEM,
+		       KVF_WIRE_BLOCK_ID_LEN, blocks[i]);
+	return len;
+}
+
+size_t kw_encode_abort(uint8_t *buf, size_t cap, uint64_t room_id, uint8_t to_role,
+		       uint16_t reason)
+{
+	if (cap < KVF_WIRE_ABORT_LEN)
+		return 0;
+	memset(buf, 0, KVF_WIRE_ABORT_LEN);
+	put_hdr(buf, KVF_WIRE_FR_ABORT, KVF_WIRE_ABORT_LEN, room_id);
+	KW_PUT(buf, ABORT_TO_ROLE, to_role);
+	KW_PUT(buf, ABORT_REASON, reason);
+	return KVF_WIRE_ABORT_LEN;
+}
+
+size_t kw_encode_heartbeat(uint8_t *buf, size_t cap)
+{
+	if (cap < KVF_WIRE_HDR_LEN)
+		return 0;
+	put_hdr(buf, KVF_WIRE_FR_HEARTBEAT, KVF_WIRE_HDR_LEN, 0);
+	return KVF_WIRE_HDR_LEN;
+}
+
+/* The body of a frame whose header is sound: its length, and the fields of
+ * the types a decode peer reads. */
+static int decode_body(const uint8_t *p, size_t len, struct kw_frame *f, char *why, size_t wlen)
+{
+	const char *name = kw_frame_name(f->type);
+
+	switch (f->type) {
+	case KVF_WIRE_FR_HELLO:
+		if (len < KVF_WIRE_HELLO_FIXED)
+			BAD(-EBADMSG, "HELLO of %zu bytes, shorter than %u", len, KVF_WIRE_HELLO_FIXED);
+		memcpy(f->engine_id, p + KVF_WIRE_HELLO_ENGINE_ID_OFF, KVF_WIRE_HELLO_ENGINE_ID_SIZE);
+		f->nbufs = (uint32_t)KW_GET(p, HELLO_NBUFS);
+		f->nblocks = (uint32_t)KW_GET(p, HELLO_NBLOCKS);
+		if (len != KVF_WIRE_HELLO_FIXED + (size_t)f->nbufs * KVF_WIRE_HELLO_BUF_LEN)
+			BAD(-EBADMSG, "HELLO of %zu bytes for %u buffers", len, f->nbufs);
+		return 0;
+	case KVF_WIRE_FR_ABORT:
+		if (len != KVF_WIRE_ABORT_LEN)
+			BAD(-EBADMSG, "ABORT of %zu bytes, expected %u", len, KVF_WIRE_ABORT_LEN);
+		f->to_role = (uint8_t)KW_GET(p, ABORT_TO_ROLE);
+		f->reason = (uint16_t)KW_GET(p, ABORT_REASON);
+		if (f->to_role > KVF_WIRE_ROLE_RECEIVER)
+			BAD(-EBADMSG, "ABORT for role %u", f->to_role);
+		return 0;
+	case KVF_WIRE_FR_ABORT_ACK:
+	case KVF_WIRE_FR_HEARTBEAT:
+		if (len != KVF_WIRE_HDR_LEN)
+			BAD(-EBADMSG, "%s of %zu bytes, expected %u", name, len, KVF_WIRE_HDR_LEN);
+		return 0;
+	case KVF_WIRE_FR_ROOM_INFO:
+	case KVF_WIRE_FR_ROOM_INFO_CONT:
+		return 0; /* a decode peer is never sent one: taken as is */
+	default:
+		BAD(-EPROTO, "unknown frame type %u", f->type);
+	}
+}
+
+int kw_decode(const void *buf, size_t len, struct kw_frame *f, char *why, size_t wlen)
+{
+	const uint8_t *p = buf;
+	uint64_t v;
+
+	memset(f, 0, sizeof(*f));
+	if (len < KVF_WIRE_HDR_LEN)
+		BAD(-EBADMSG, "short frame: %zu bytes", len);
+	if ((v = KW_GET(p, HDR_MAGIC)) != KVF_WIRE_MAGIC)
+		BAD(-EBADMSG, "bad magic 0x%08llx", (unsigned long long)v);
+	if ((v = KW_GET(p, HDR_VERSION)) != KVF_WIRE_VERSION)
+		BAD(-EPROTO, "protocol version %llu", (unsigned long long)v);
+	if ((v = KW_GET(p, HDR_LENGTH)) != len)
+		BAD(-EBADMSG, "length mismatch: header %llu, received %zu", (unsigned long long)v, len);
+	f->type = (uint8_t)KW_GET(p, HDR_TYPE);
+	f->room_id = KW_GET(p, HDR_ROOM_ID);
+	return decode_body(p, len, f, why, wlen);
+}
+
+/* -------------------------------------------------------------- immediate */
+
+static uint64_t bits(uint64_t v, unsigned shift, unsigned n)
+{
+	return (v >> shift) & (n >= 64 ? ~0ull : (1ull << n) - 1);
+}
+
+uint32_t kw_imm(uint64_t recv_handle)
+{
+	uint64_t slot = bits(recv_handle, KVF_WIRE_HANDLE_SLOT_SHIFT, KVF_WIRE_HANDLE_SLOT_BITS);
+	uint64_t gen = bits(recv_handle, KVF_WIRE_HANDLE_GEN_SHIFT, KVF_WIRE_HANDLE_GEN_BITS);
+
+	return (uint32_t)(bits(slot, 0, KVF_WIRE_IMM_SLOT_BITS) << KVF_WIRE_IMM_SLOT_SHIFT |
+			  bits(gen, 0, KVF_WIRE_IMM_GEN_BITS) << KVF_WIRE_IMM_GEN_SHIFT);
+}
+
+uint32_t kw_imm_slot(uint32_t imm)
+{
+	return (uint32_t)bits(imm, KVF_WIRE_IMM_SLOT_SHIFT, KVF_WIRE_IMM_SLOT_BITS);
+}
+
+uint64_t kw_recv_handle(uint32_t slot, uint32_t gen)
+{
+	return (uint64_t)slot << KVF_WIRE_HANDLE_SLOT_SHIFT | (uint64_t)gen << KVF_WIRE_HANDLE_GEN_SHIFT;
+}
+
+/* ------------------------------------------------------------------ names */
+
+const char *kw_frame_name(unsigned type)
+{
+#define X(name, value, text) case value: return text;
+	switch (type) {
+	KVF_WIRE_FR_LIST(X)
+	default: return "UNKNOWN";
+	}
+#undef X
+}
+
+const char *kw_rej_name(unsigned code)
+{
+#define X(name, value, text) case value: return text;
+	switch (code) {
+	KVF_WIRE_REJ_LIST(X)
+	default: return NULL;
+	}
+#undef X
+}

@@ -1,0 +1,368 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* docs/wire.md against the code. wire_doc.h is generated from the
+ * document's tables at build time (tools/wire_doc_h.py); every value in it
+ * is compared here with src/rdma/proto.h, src/transport.h and the public enums,
+ * and every layout is checked by encoding with src/rdma/proto.c and reading at
+ * the document's offsets, and by encoding at the document's offsets
+ * (tests/rxe/wire_codec.c, the codec tests/rxe/fake_peer speaks with) and
+ * decoding with src/rdma/proto.c. A value changed on one side only fails here. */
+#include <criterion/criterion.h>
+
+#include <infiniband/verbs.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <kvferry/kvferry.h>
+
+#include "rdma/proto.h"
+#include "transport.h"
+#include "wire_codec.h"
+#include "wire_doc.h"
+
+/* doc: a docs/wire.md value, or the code's bytes read at a docs/wire.md offset. */
+#define EQ(doc, code) cr_expect_eq((uint64_t)(doc), (uint64_t)(code), \
+				   "docs/wire.md and the code differ: %s = %#llx, %s = %#llx", #doc, \
+				   (unsigned long long)(doc), #code, (unsigned long long)(code))
+
+/* Field F of frame p, read at the document's offset and size. */
+#define DOC(p, F) KW_GET(p, F)
+
+static const struct kvf_proto_limits lim = {.max_blocks = 1u << 20, .max_bufs = 1024,
+					    .nblocks = 1u << 30};
+
+Test(wire_doc, constants_are_the_codes)
+{
+	EQ(KVF_WIRE_MAGIC, KVF_PROTO_MAGIC);
+	EQ(KVF_WIRE_VERSION, KVF_PROTO_VERSION);
+	EQ(KVF_WIRE_HDR_LEN, KVF_PROTO_HDR_LEN);
+	EQ(KVF_WIRE_CM_LEN, KVF_PROTO_CM_LEN);
+	EQ(KVF_WIRE_CM_ENGINE_ID_LEN, sizeof(((struct kvf_cm_hello *)0)->engine_id) - 1);
+	EQ(KVF_WIRE_TOKEN_HASH_LEN, sizeof(((struct kvf_cm_hello *)0)->token_hash));
+	EQ(KVF_WIRE_REJ_LEN, KVF_PROTO_REJ_LEN);
+	EQ(KVF_WIRE_REJ_TEXT_LEN, KVF_PROTO_REJ_TEXT);
+	EQ(KVF_WIRE_ENGINE_ID_LEN, KVF_PROTO_ENGINE_ID_LEN);
+	EQ(KVF_WIRE_HELLO_FIXED, KVF_PROTO_HELLO_FIXED);
+	EQ(KVF_WIRE_HELLO_BUF_LEN, KVF_PROTO_HELLO_BUF_LEN);
+	EQ(KVF_WIRE_ROOM_INFO_FIXED, KVF_PROTO_ROOM_INFO_FIXED);
+	EQ(KVF_WIRE_ROOM_INFO_CONT_FIXED, KVF_PROTO_ROOM_INFO_CONT_FIXED);
+	EQ(KVF_WIRE_ABORT_LEN, KVF_PROTO_ABORT_LEN);
+	EQ(KVF_WIRE_BLOCK_ID_LEN, kvf_proto_room_info_len(1) - kvf_proto_room_info_len(0));
+	/* conn.c refuses a peer whose frames are below this */
+	EQ(KVF_WIRE_MIN_FRAME_MAX, KVF_PROTO_ROOM_INFO_FIXED + 4u);
+	EQ(KVF_WIRE_ROLE_SENDER, KVF_SENDER);
+	EQ(KVF_WIRE_ROLE_RECEIVER, KVF_RECEIVER);
+}
+
+/* Each layout table ends where the constant says its structure ends. */
+Test(wire_doc, layouts_end_at_the_lengths)
+{
+	EQ(KVF_WIRE_HDR_END, KVF_PROTO_HDR_LEN);
+	EQ(KVF_WIRE_CM_END, KVF_PROTO_CM_LEN);
+	EQ(KVF_WIRE_REJ_END, KVF_PROTO_REJ_LEN);
+	EQ(KVF_WIRE_REJ_TEXT_SIZE, KVF_PROTO_REJ_TEXT);
+	EQ(KVF_WIRE_CM_ENGINE_ID_SIZE, KVF_WIRE_CM_ENGINE_ID_LEN);
+	EQ(KVF_WIRE_HELLO_END, KVF_PROTO_HELLO_FIXED);
+	EQ(KVF_WIRE_HELLO_BUFS_OFF, KVF_PROTO_HELLO_FIXED);
+	EQ(KVF_WIRE_HELLO_BUFS_ELEM, KVF_PROTO_HELLO_BUF_LEN);
+	EQ(KVF_WIRE_HELLO_BUF_END, KVF_PROTO_HELLO_BUF_LEN);
+	EQ(KVF_WIRE_HELLO_ENGINE_ID_SIZE, KVF_PROTO_ENGINE_ID_LEN);
+	EQ(KVF_WIRE_ROOM_INFO_END, KVF_PROTO_ROOM_INFO_FIXED);
+	EQ(KVF_WIRE_ROOM_INFO_BLOCKS_ELEM, KVF_WIRE_BLOCK_ID_LEN);
+	EQ(KVF_WIRE_ROOM_INFO_CONT_END, KVF_PROTO_ROOM_INFO_CONT_FIXED);
+	EQ(KVF_WIRE_ROOM_INFO_CONT_BLOCKS_ELEM, KVF_WIRE_BLOCK_ID_LEN);
+	EQ(KVF_WIRE_ABORT_END, KVF_PROTO_ABORT_LEN);
+	EQ(KVF_WIRE_HELLO_HDR_SIZE, KVF_PROTO_HDR_LEN);
+}
+
+/* The enum tables: the same values under the same names, and all of them. */
+Test(wire_doc, frame_types_reject_codes_reasons_mtus)
+{
+#define FR(name, value, text) cr_expect_str_eq(kvf_frame_type_str(value), text, \
+					       "frame type %u", value);
+	KVF_WIRE_FR_LIST(FR)
+#undef FR
+	EQ(KVF_WIRE_FR_COUNT, KVF_FR_NUM - 1);
+	EQ(KVF_WIRE_FR_HELLO, KVF_FR_HELLO);
+	EQ(KVF_WIRE_FR_ROOM_INFO, KVF_FR_ROOM_INFO);
+	EQ(KVF_WIRE_FR_ABORT, KVF_FR_ABORT);
+	EQ(KVF_WIRE_FR_ABORT_ACK, KVF_FR_ABORT_ACK);
+	EQ(KVF_WIRE_FR_HEARTBEAT, KVF_FR_HEARTBEAT);
+	EQ(KVF_WIRE_FR_ROOM_INFO_CONT, KVF_FR_ROOM_INFO_CONT);
+#define REJ(name, value, text) cr_expect_str_eq(kvf_rej_code_str(value), text, \
+						"reject code %u", value);
+	KVF_WIRE_REJ_LIST(REJ)
+#undef REJ
+	EQ(KVF_WIRE_REJ_COUNT, KVF_REJ_NUM);
+	EQ(KVF_WIRE_REJ_VERSION, KVF_REJ_VERSION);
+	EQ(KVF_WIRE_REJ_TOKEN, KVF_REJ_TOKEN);
+	EQ(KVF_WIRE_REJ_MALFORMED, KVF_REJ_MALFORMED);
+	EQ(KVF_WIRE_REJ_RESOURCES, KVF_REJ_RESOURCES);
+#define REASON(name, value, text) cr_expect_str_eq(kvf_fail_reason_str(value), text, \
+						   "fail reason %u", value);
+	KVF_WIRE_REASON_LIST(REASON)
+#undef REASON
+	EQ(KVF_WIRE_REASON_COUNT, KVF_FAIL_NUM);
+	EQ(KVF_WIRE_REASON_PEER_ABORT, KVF_FAIL_PEER_ABORT);
+	EQ(KVF_WIRE_REASON_DEADLINE, KVF_FAIL_DEADLINE);
+	EQ(KVF_WIRE_REASON_BAD_FRAME, KVF_FAIL_BAD_FRAME);
+	EQ(KVF_WIRE_MTU_256, IBV_MTU_256);
+	EQ(KVF_WIRE_MTU_512, IBV_MTU_512);
+	EQ(KVF_WIRE_MTU_1024, IBV_MTU_1024);
+	EQ(KVF_WIRE_MTU_2048, IBV_MTU_2048);
+	EQ(KVF_WIRE_MTU_4096, IBV_MTU_4096);
+}
+
+/* ------------------------------------------- proto.c's bytes, doc offsets */
+
+Test(wire_doc, header_and_abort_where_the_doc_says)
+{
+	uint8_t b[64];
+
+	memset(b, 0xee, sizeof(b));
+	cr_assert_eq(kvf_proto_encode_abort(b, sizeof(b), 0x1122334455667788ull, 1, 0xa5c3),
+		     (int)KVF_WIRE_ABORT_LEN);
+	EQ(DOC(b, HDR_MAGIC), KVF_WIRE_MAGIC);
+	EQ(DOC(b, HDR_VERSION), KVF_WIRE_VERSION);
+	EQ(DOC(b, HDR_TYPE), KVF_WIRE_FR_ABORT);
+	EQ(DOC(b, HDR_FLAGS), 0);
+	EQ(DOC(b, HDR_LENGTH), KVF_WIRE_ABORT_LEN);
+	EQ(DOC(b, HDR_RESERVED), 0);
+	EQ(DOC(b, HDR_ROOM_ID), 0x1122334455667788ull);
+	EQ(DOC(b, ABORT_TO_ROLE), 1);
+	EQ(DOC(b, ABORT_RESERVED1), 0);
+	EQ(DOC(b, ABORT_REASON), 0xa5c3);
+	EQ(DOC(b, ABORT_RESERVED2), 0);
+	cr_expect_eq(memcmp(b, "KVFR", 4), 0, "the magic's bytes are K V F R");
+
+	cr_assert_eq(kvf_proto_encode_abort_ack(b, sizeof(b), 42), (int)KVF_WIRE_HDR_LEN);
+	EQ(DOC(b, HDR_TYPE), KVF_WIRE_FR_ABORT_ACK);
+	EQ(DOC(b, HDR_LENGTH), KVF_WIRE_HDR_LEN);
+	EQ(DOC(b, HDR_ROOM_ID), 42);
+	cr_assert_eq(kvf_proto_encode_heartbeat(b, sizeof(b)), (int)KVF_WIRE_HDR_LEN);
+	EQ(DOC(b, HDR_TYPE), KVF_WIRE_FR_HEARTBEAT);
+	EQ(DOC(b, HDR_ROOM_ID), 0);
+}
+
+Test(wire_doc, hello_where_the_doc_says)
+{
+	struct kvf_hello_buf hb[2] = {
+		{.addr = 0x0102030405060708ull, .block_size = 0x1000, .rkey = 0xa1b2c3d4},
+		{.addr = 0x1112131415161718ull, .block_size = 0x2000, .rkey = 0x55667788},
+	};
+	uint8_t b[256];
+	int len = kvf_proto_encode_hello(b, sizeof(b), "engine-x", 0x0badcafe, hb, 2);
+
+	cr_assert_eq(len, (int)(KVF_WIRE_HELLO_FIXED + 2 * KVF_WIRE_HELLO_BUF_LEN));
+	EQ(DOC(b, HDR_TYPE), KVF_WIRE_FR_HELLO);
+	EQ(DOC(b, HDR_LENGTH), len);
+	EQ(DOC(b, HDR_ROOM_ID), 0);
+	cr_expect_str_eq((const char *)b + KVF_WIRE_HELLO_ENGINE_ID_OFF, "engine-x");
+	EQ(DOC(b, HELLO_NBUFS), 2);
+	EQ(DOC(b, HELLO_NBLOCKS), 0x0badcafe);
+	for (unsigned i = 0; i < 2; i++) {
+		const uint8_t *e = b + KVF_WIRE_HELLO_BUFS_OFF + i * KVF_WIRE_HELLO_BUFS_ELEM;
+
+		EQ(DOC(e, HELLO_BUF_ADDR), hb[i].addr);
+		EQ(DOC(e, HELLO_BUF_BLOCK_SIZE), hb[i].block_size);
+		EQ(DOC(e, HELLO_BUF_RKEY), hb[i].rkey);
+		EQ(DOC(e, HELLO_BUF_RESERVED), 0);
+	}
+}
+
+Test(wire_doc, room_info_and_cont_where_the_doc_says)
+{
+	uint32_t ids[7] = {7, 0x01020304, 9, 10, 11, 12, 13}, n = 0;
+	uint8_t b[256];
+	size_t cap = KVF_WIRE_ROOM_INFO_FIXED + 3 * KVF_WIRE_BLOCK_ID_LEN;
+	int len = kvf_proto_encode_room_info_part(b, cap, 0xabcdef, 0x0000000500000003ull, ids, 7,
+						  0, &n);
+
+	cr_assert_eq(n, 3);
+	EQ(len, cap);
+	EQ(DOC(b, HDR_TYPE), KVF_WIRE_FR_ROOM_INFO);
+	EQ(DOC(b, HDR_ROOM_ID), 0xabcdef);
+	EQ(DOC(b, ROOM_INFO_RECV_HANDLE), 0x0000000500000003ull);
+	EQ(DOC(b, ROOM_INFO_NBLOCKS), 3);
+	EQ(DOC(b, ROOM_INFO_TOTAL), 7);
+	for (unsigned i = 0; i < 3; i++)
+		EQ(kw_get(b + KVF_WIRE_ROOM_INFO_BLOCKS_OFF + i * KVF_WIRE_ROOM_INFO_BLOCKS_ELEM,
+			  KVF_WIRE_BLOCK_ID_LEN), ids[i]);
+
+	cap = KVF_WIRE_ROOM_INFO_CONT_FIXED + 2 * KVF_WIRE_BLOCK_ID_LEN;
+	len = kvf_proto_encode_room_info_part(b, cap, 0xabcdef, 0, ids, 7, 3, &n);
+	cr_assert_eq(n, 2);
+	EQ(len, cap);
+	EQ(DOC(b, HDR_TYPE), KVF_WIRE_FR_ROOM_INFO_CONT);
+	EQ(DOC(b, ROOM_INFO_CONT_OFFSET), 3);
+	EQ(DOC(b, ROOM_INFO_CONT_NBLOCKS), 2);
+	for (unsigned i = 0; i < 2; i++)
+		EQ(kw_get(b + KVF_WIRE_ROOM_INFO_CONT_BLOCKS_OFF + i * KVF_WIRE_BLOCK_ID_LEN,
+			  KVF_WIRE_BLOCK_ID_LEN), ids[3 + i]);
+
+	/* "total 0 means nblocks": the one-frame encoder writes 0 */
+	kvf_proto_encode_room_info(b, sizeof(b), 1, 2, ids, 4);
+	EQ(DOC(b, ROOM_INFO_TOTAL), 0);
+}
+
+Test(wire_doc, connect_and_reject_data_where_the_doc_says)
+{
+	struct kvf_cm_hello h = {.version = 0x1234, .mtu = 4, .frame_max = 0x00a0b0c0};
+	uint8_t cm[KVF_WIRE_CM_LEN], rej[KVF_WIRE_REJ_LEN];
+	char text[KVF_PROTO_REJ_TEXT + 32], mine[KVF_PROTO_REJ_TEXT + 32];
+
+	for (unsigned i = 0; i < sizeof(h.token_hash); i++)
+		h.token_hash[i] = (uint8_t)(0x40 + i);
+	snprintf(h.engine_id, sizeof(h.engine_id), "an-engine-id-of-exactly-28-b");
+	kvf_proto_encode_cm(cm, &h);
+	EQ(DOC(cm, CM_MAGIC), KVF_WIRE_MAGIC);
+	EQ(DOC(cm, CM_VERSION), 0x1234);
+	EQ(DOC(cm, CM_MTU), 4);
+	EQ(DOC(cm, CM_RESERVED), 0);
+	EQ(DOC(cm, CM_FRAME_MAX), 0x00a0b0c0);
+	cr_expect_eq(memcmp(cm + KVF_WIRE_CM_TOKEN_HASH_OFF, h.token_hash, KVF_WIRE_TOKEN_HASH_LEN), 0);
+	cr_expect_eq(memcmp(cm + KVF_WIRE_CM_ENGINE_ID_OFF, h.engine_id, KVF_WIRE_CM_ENGINE_ID_SIZE), 0);
+
+	kvf_proto_encode_rej(rej, KVF_REJ_TOKEN, "peer x has a different auth token");
+	EQ(DOC(rej, REJ_MAGIC), KVF_WIRE_MAGIC);
+	EQ(DOC(rej, REJ_CODE), KVF_WIRE_REJ_TOKEN);
+	EQ(DOC(rej, REJ_RESERVED), 0);
+	cr_expect_str_eq((const char *)rej + KVF_WIRE_REJ_TEXT_OFF, "peer x has a different auth token");
+	kvf_proto_decode_rej(rej, sizeof(rej), text, sizeof(text));
+	kw_decode_rej(rej, sizeof(rej), mine, sizeof(mine));
+	cr_expect_str_eq(mine, text);
+	/* the shortest reject a decoder takes, and one byte less */
+	kvf_proto_decode_rej(rej, KVF_WIRE_REJ_MIN_LEN, text, sizeof(text));
+	cr_expect_str_eq(text, "bad token");
+	kvf_proto_decode_rej(rej, KVF_WIRE_REJ_MIN_LEN - 1, text, sizeof(text));
+	cr_expect_str_eq(text, "no reason given");
+}
+
+static void hex(const uint8_t *b, size_t n, char *out)
+{
+	for (size_t i = 0; i < n; i++)
+		sprintf(out + 2 * i, "%02x", b[i]);
+}
+
+Test(wire_doc, token_hash_vectors)
+{
+	uint8_t code[16], doc[16];
+	char hc[33], hd[33];
+	unsigned n = 0;
+
+#define VEC(token, want)                                                          \
+	kvf_proto_token_hash(token, code);                                        \
+	kw_token_hash(token, doc);                                                \
+	hex(code, 16, hc);                                                        \
+	hex(doc, 16, hd);                                                         \
+	cr_expect_str_eq(hc, want, "kvferry's hash of \"%s\" is not the doc's", token); \
+	cr_expect_str_eq(hd, want, "the doc's algorithm on \"%s\" is not its vector", token); \
+	n++;
+	KVF_WIRE_TOKEN_VECTORS(VEC)
+#undef VEC
+	cr_expect_geq(n, 2, "docs/wire.md lists %u token vectors", n);
+}
+
+Test(wire_doc, immediate_bits)
+{
+	static const uint32_t slots[] = {0, 1, 0xfffff, 0x12345, 0x100000 | 7};
+	static const uint32_t gens[] = {0, 1, 0xfff, 0x1000 | 5, 0xdeadbeef};
+
+	EQ(KVF_WIRE_IMM_SLOT_BITS, KVF_IMM_SLOT_BITS);
+	EQ((1u << KVF_WIRE_IMM_GEN_BITS) - 1, KVF_IMM_GEN_MASK);
+	EQ(KVF_WIRE_IMM_SLOT_BITS + KVF_WIRE_IMM_GEN_BITS, 32);
+	for (unsigned i = 0; i < 5; i++)
+		for (unsigned j = 0; j < 5; j++)
+			cr_expect_eq(kw_imm(kw_recv_handle(slots[i], gens[j])), kvf_imm(slots[i], gens[j]),
+				     "slot %#x gen %#x", slots[i], gens[j]);
+}
+
+/* ------------------------------------------- doc's bytes, proto.c decodes */
+
+Test(wire_doc, frames_built_from_the_doc_decode_in_kvferry)
+{
+	struct kw_hello_buf hb = {.addr = 0x7000, .block_size = 512, .rkey = 0x99};
+	uint32_t ids[3] = {5, 6, 1000};
+	struct kvf_frame f;
+	uint8_t b[256];
+	char why[200];
+	size_t len;
+
+	len = kw_encode_hello(b, sizeof(b), "doc-peer", 4096, &hb, 1);
+	cr_assert_eq(kvf_proto_decode(b, len, &lim, &f, NULL, why, sizeof(why)), 0, "%s", why);
+	cr_expect_eq(f.type, KVF_FR_HELLO);
+	cr_expect_str_eq(f.hello.engine_id, "doc-peer");
+	cr_expect_eq(f.hello.nblocks, 4096);
+
+	len = kw_encode_room_info(b, sizeof(b), 0x77, kw_recv_handle(3, 9), ids, 3);
+	cr_assert_eq(kvf_proto_decode(b, len, &lim, &f, NULL, why, sizeof(why)), 0, "%s", why);
+	cr_expect_eq(f.type, KVF_FR_ROOM_INFO);
+	cr_expect_eq(f.room_id, 0x77);
+	cr_expect_eq(f.room_info.recv_handle, (uint64_t)9 << 32 | 3);
+	cr_expect_eq(f.room_info.total, 3);
+	cr_expect_eq(kvf_proto_block(&f, 2), 1000);
+
+	len = kw_encode_abort(b, sizeof(b), 0x78, KVF_WIRE_ROLE_SENDER, KVF_WIRE_REASON_DEADLINE);
+	cr_assert_eq(kvf_proto_decode(b, len, &lim, &f, NULL, why, sizeof(why)), 0, "%s", why);
+	cr_expect_eq(f.type, KVF_FR_ABORT);
+	cr_expect_eq(f.abort.to_role, KVF_SENDER);
+	cr_expect_eq(f.abort.reason, KVF_FAIL_DEADLINE);
+
+	len = kw_encode_heartbeat(b, sizeof(b));
+	cr_assert_eq(kvf_proto_decode(b, len, &lim, &f, NULL, why, sizeof(why)), 0, "%s", why);
+	cr_expect_eq(f.type, KVF_FR_HEARTBEAT);
+}
+
+Test(wire_doc, connect_data_built_from_the_doc_decodes_in_kvferry)
+{
+	struct kw_cm mine = {.version = KVF_WIRE_VERSION, .mtu = KVF_WIRE_MTU_1024,
+			     .frame_max = 32768, .engine_id = "doc-peer"};
+	struct kvf_cm_hello h;
+	uint8_t cm[KVF_WIRE_CM_LEN], want[16];
+	char why[200];
+
+	kw_token_hash("kvf-suite", mine.token_hash);
+	kw_encode_cm(cm, &mine);
+	cr_assert_eq(kvf_proto_decode_cm(cm, sizeof(cm), &h, why, sizeof(why)), 0, "%s", why);
+	cr_expect_eq(h.version, KVF_PROTO_VERSION);
+	cr_expect_eq(h.mtu, IBV_MTU_1024);
+	cr_expect_eq(h.frame_max, 32768);
+	cr_expect_str_eq(h.engine_id, "doc-peer");
+	kvf_proto_token_hash("kvf-suite", want);
+	cr_expect_eq(memcmp(h.token_hash, want, 16), 0);
+}
+
+/* ------------------------------------------- proto.c's bytes, doc decodes */
+
+Test(wire_doc, kvferry_frames_decode_with_the_doc)
+{
+	struct kvf_hello_buf hb = {.addr = 0x8000, .block_size = 64, .rkey = 7};
+	struct kvf_cm_hello h = {.version = KVF_PROTO_VERSION, .frame_max = 28672,
+				 .engine_id = "prefill-1"};
+	struct kw_frame f;
+	struct kw_cm c;
+	uint8_t b[256], cm[KVF_PROTO_CM_LEN];
+	char why[200];
+	int len;
+
+	len = kvf_proto_encode_hello(b, sizeof(b), "prefill-1", 100, &hb, 1);
+	cr_assert_eq(kw_decode(b, (size_t)len, &f, why, sizeof(why)), 0, "%s", why);
+	cr_expect_eq(f.type, KVF_WIRE_FR_HELLO);
+	cr_expect_str_eq(f.engine_id, "prefill-1");
+	cr_expect_eq(f.nbufs, 1);
+	cr_expect_eq(f.nblocks, 100);
+	len = kvf_proto_encode_abort(b, sizeof(b), 0x99, KVF_RECEIVER, KVF_FAIL_BAD_FRAME);
+	cr_assert_eq(kw_decode(b, (size_t)len, &f, why, sizeof(why)), 0, "%s", why);
+	cr_expect_eq(f.type, KVF_WIRE_FR_ABORT);
+	cr_expect_eq(f.room_id, 0x99);
+	cr_expect_eq(f.to_role, KVF_WIRE_ROLE_RECEIVER);
+	cr_expect_eq(f.reason, KVF_WIRE_REASON_BAD_FRAME);
+	len = kvf_proto_encode_abort_ack(b, sizeof(b), 0x9a);
+	cr_assert_eq(kw_decode(b, (size_t)len, &f, why, sizeof(why)), 0, "%s", why);
+	cr_expect_eq(f.type, KVF_WIRE_FR_ABORT_ACK);
+
+	kvf_proto_encode_cm(cm, &h);
+	cr_assert_eq(kw_decode_cm(cm, sizeof(cm), &c, why, sizeof(why)), 0, "%s", why);
+	cr_expect_eq(c.version, KVF_WIRE_VERSION);
+	cr_expect_eq(c.frame_max, 28672);
+	cr_expect_str_eq(c.engine_id, "prefill-1");
+}
