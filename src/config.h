@@ -15,7 +15,7 @@
 
 /* The most scatter-gather entries one RDMA WRITE gathers (rdma.max_sge):
  * a write's gather list is a fixed array of this many (rdma.h
- * KVF_MAX_SGE, which must equal it; test_config.c checks). */
+ * KVF_SQ_MAX_SGE (src/rdma/sendq.h), which must equal it; test_config.c checks). */
 #define KVF_CFG_MAX_SGE 4u
 
 struct kvf_config {

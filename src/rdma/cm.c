@@ -147,8 +147,8 @@ static void conn_param(struct kvf_conn *c, const uint8_t *priv, struct rdma_conn
 	p->initiator_depth = 1;
 	/* Ours are set at RTS from the config; these are what the CM tells
 	 * the peer (a peer that lets rdma_cm set up its QP uses them). */
-	p->retry_count = (uint8_t)(t->cfg.retry_cnt > 7 ? 7 : t->cfg.retry_cnt);
-	p->rnr_retry_count = (uint8_t)(t->cfg.rnr_retry > 7 ? 7 : t->cfg.rnr_retry);
+	p->retry_count = (uint8_t)t->cfg.retry_cnt /* [0, 7] by config */;
+	p->rnr_retry_count = (uint8_t)t->cfg.rnr_retry;
 	p->qp_num = c->qp_num; /* the QP is not rdma_cm's: name it */
 }
 

@@ -104,12 +104,8 @@ static int check_cfg(struct kvf_rdma *t)
 	struct kvf_config *cfg = &t->cfg;
 	size_t fm;
 
-	if (cfg->sq_depth < 2 || cfg->rq_depth < 2 || !cfg->max_blocks_per_room ||
-	    !cfg->signal_every) {
-		kvf_err("rdma", "rdma.sq_depth and rdma.rq_depth must be >= 2, "
-			"rdma.signal_every and engine.max_blocks_per_room >= 1");
-		return -EINVAL;
-	}
+	/* The ranges and check_cross() in config.c guarantee sq_depth and
+	 * rq_depth >= 16, signal_every <= sq_depth, max_sge <= KVF_SQ_MAX_SGE. */
 	/* Every receive buffer is frame_max bytes, rq_depth of them per
 	 * connection: cap it. A ROOM_INFO over the cap goes as a sequence of
 	 * frames (proto.h). */
@@ -120,8 +116,8 @@ static int check_cfg(struct kvf_rdma *t)
 		fm = kvf_proto_hello_len(KVF_HELLO_MAX_BUFS);
 	fm = (fm + 4095) & ~(size_t)4095;
 	t->frame_max = (uint32_t)fm;
-	t->signal_every = cfg->signal_every < cfg->sq_depth ? cfg->signal_every : cfg->sq_depth;
-	t->max_sge = cfg->max_sge && cfg->max_sge < KVF_SQ_MAX_SGE ? cfg->max_sge : KVF_SQ_MAX_SGE;
+	t->signal_every = cfg->signal_every;
+	t->max_sge = cfg->max_sge;
 	return 0;
 }
 
@@ -160,7 +156,7 @@ static int bind_listener(struct kvf_rdma *t)
 
 /* The device rdma.source_addr is on (bound to it once, like the listener),
  * or NULL where it is not set or not on an RDMA device (logged). */
-static struct ibv_context *source_device(struct kvf_rdma *t, uint8_t *port)
+static struct ibv_context *source_device(struct kvf_rdma *t)
 {
 	struct addrinfo hints = {.ai_flags = AI_PASSIVE, .ai_socktype = SOCK_STREAM}, *ai;
 	struct rdma_cm_id *id = NULL;
@@ -170,7 +166,6 @@ static struct ibv_context *source_device(struct kvf_rdma *t, uint8_t *port)
 		return NULL;
 	if (!rdma_create_id(t->ech, &id, NULL, RDMA_PS_TCP) && !rdma_bind_addr(id, ai->ai_addr)) {
 		ctx = id->verbs;
-		*port = id->port_num;
 	}
 	if (!ctx)
 		kvf_warn("rdma", "rdma.source_addr %s is not on an RDMA device: %s",
@@ -186,7 +181,6 @@ static struct ibv_context *source_device(struct kvf_rdma *t, uint8_t *port)
  * connection must route through it: the pool is registered there. */
 static int open_device(struct kvf_rdma *t)
 {
-	uint8_t sport = 0;
 	struct ibv_context *lctx;
 	struct ibv_device_attr da;
 	int n = 0, rc;
@@ -198,11 +192,10 @@ static int open_device(struct kvf_rdma *t)
 		kvf_err("rdma", "no RDMA devices");
 		return -ENODEV;
 	}
-	lctx = t->listen_id ? t->listen_id->verbs : source_device(t, &sport);
+	lctx = t->listen_id ? t->listen_id->verbs : source_device(t);
 	if (lctx && !t->cfg.device[0]) {
 		t->ctx = lctx;
-		t->port = t->cfg.port_num ? (uint8_t)t->cfg.port_num
-			  : t->listen_id ? t->listen_id->port_num : sport;
+		t->port = (uint8_t)t->cfg.port_num; /* [1, 255] by config */
 		rc = kvf_verbs_check_port(t->ctx, t->port);
 	} else {
 		rc = kvf_verbs_pick_device(t->devs, n, t->cfg.device, t->cfg.port_num, &t->ctx,

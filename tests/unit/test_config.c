@@ -15,9 +15,9 @@
 #include "config.h"
 #include "kvf_build.h"
 #if HAVE_RDMA
-#include "rdma.h"
+#include "rdma/sendq.h"
 /* The key's range is the transport's gather list. */
-_Static_assert(KVF_MAX_SGE == KVF_CFG_MAX_SGE, "rdma.max_sge range != KVF_MAX_SGE");
+_Static_assert(KVF_SQ_MAX_SGE == KVF_CFG_MAX_SGE, "rdma.max_sge range != KVF_MAX_SGE");
 #endif
 
 
