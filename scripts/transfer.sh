@@ -59,14 +59,14 @@ if [ $inner = 1 ]; then
 	x0=${gid0:+-x $gid0}
 	x1=${gid1:+-x $gid1}
 	# shellcheck disable=SC2086
-	timeout 120 ib_write_bw -d "$dev0" $x0 -p 18631 -F --report_gbits -s 1048576 -n 64 > /tmp/kvf-bw-server.log 2>&1 &
+	timeout 120 ib_write_bw -d "$dev0" $x0 -u 18 -p 18631 -F --report_gbits -s 1048576 -n 64 > /tmp/kvf-bw-server.log 2>&1 &
 	spid=$!
 	for _ in $(seq 1 150); do
 		ss -Hltn 'sport = :18631' 2> /dev/null | grep -q . && break
 		sleep 0.1
 	done
 	# shellcheck disable=SC2086
-	timeout 120 ib_write_bw -d "$dev1" $x1 -p 18631 -F --report_gbits -s 1048576 -n 64 "$addr0" | tee /tmp/kvf-bw.log
+	timeout 120 ib_write_bw -d "$dev1" $x1 -u 18 -p 18631 -F --report_gbits -s 1048576 -n 64 "$addr0" | tee /tmp/kvf-bw.log
 	wait "$spid" || { cat /tmp/kvf-bw-server.log; kvf_die "ib_write_bw server failed"; }
 	bw=$(awk '/^ *1048576 +64 /{print $4}' /tmp/kvf-bw.log | head -n1)
 	[ -n "$bw" ] || kvf_die "ib_write_bw reported no bandwidth"

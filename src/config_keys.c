@@ -150,9 +150,11 @@ static const struct kvf_key keys[] = {
 	{ .name = "rdma.signal_every", U32_FIELD(signal_every),
 	  .side = SIDE_PREFILL, .phase = PH_XFER, .def = 64, .min = 1,
 	  .max = 4096 },
-	/* ACK timeout 4.096 us * 2^n; 0 (= infinite) refused */
+	/* ACK timeout 4.096 us * 2^n; 0 (= infinite) refused; 18 (~1.07 s
+	 * a try, ~7.5 s for 7 retries) outlasts a congestion pause or a
+	 * starved host and still gives up before the 10 s heartbeat default */
 	{ .name = "rdma.qp_timeout", U32_FIELD(qp_timeout), .side = SIDE_BOTH,
-	  .phase = PH_XFER, .def = 14, .min = 1, .max = 31 },
+	  .phase = PH_XFER, .def = 18, .min = 1, .max = 31 },
 	/* transport retries before IBV_WC_RETRY_EXC_ERR */
 	{ .name = "rdma.retry_cnt", U32_FIELD(retry_cnt), .side = SIDE_BOTH,
 	  .phase = PH_XFER, .def = 7, .min = 0, .max = 7 },

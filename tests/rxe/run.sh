@@ -185,12 +185,14 @@ suite() {
 		run_test "$name" "$to" "$@"
 	done
 	# perftest and rping: one run each, server and client on the device(s)
+	# -u 18: the same ACK timeout as kvferry's default rdma.qp_timeout (at
+	# perftest's 14, a loaded soft-RoCE guest fails it with wc status 9)
 	pair_test ib_write_bw 90 tcp:18621 \
-		ib_write_bw -d "$DEV0" $X0 -p 18621 -F --report_gbits -s 65536 -n 500 -- \
-		ib_write_bw -d "$DEV1" $X1 -p 18621 -F --report_gbits -s 65536 -n 500 "$ADDR0"
+		ib_write_bw -d "$DEV0" $X0 -u 18 -p 18621 -F --report_gbits -s 65536 -n 500 -- \
+		ib_write_bw -d "$DEV1" $X1 -u 18 -p 18621 -F --report_gbits -s 65536 -n 500 "$ADDR0"
 	pair_test ib_write_lat 90 tcp:18622 \
-		ib_write_lat -d "$DEV0" $X0 -p 18622 -F -n 1000 -- \
-		ib_write_lat -d "$DEV1" $X1 -p 18622 -F -n 1000 "$ADDR0"
+		ib_write_lat -d "$DEV0" $X0 -u 18 -p 18622 -F -n 1000 -- \
+		ib_write_lat -d "$DEV1" $X1 -u 18 -p 18622 -F -n 1000 "$ADDR0"
 	pair_test rping 60 sleep:1 \
 		rping -s -a "$ADDR0" -p 18623 -C 3 -v -- \
 		"${RETRY5[@]}" rping -c -a "$ADDR0" ${KVF_RXE_DEV1:+-I "$ADDR1"} -p 18623 -C 3 -v

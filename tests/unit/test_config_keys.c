@@ -86,7 +86,7 @@ Test(config_keys, defaults_follow_sglang_and_design)
 	cr_assert_eq(c.rq_depth, 256);
 	cr_assert_eq(c.max_sge, 4);
 	cr_assert_eq(c.signal_every, 64);
-	cr_assert_eq(c.qp_timeout, 14);
+	cr_assert_eq(c.qp_timeout, 18);
 	cr_assert_eq(c.retry_cnt, 7);
 	cr_assert_eq(c.rnr_retry, 7);
 	cr_assert_eq(c.mtu, 0);

@@ -48,7 +48,8 @@ done
 
 # engine_conf FILE ID ROLE(prefill|decode) PORT [EXTRA KEYS] : a config
 # for one side. prefill listens on ADDR0 (DEV0); decode connects from ADDR1
-# (DEV1) to ADDR0:PORT. HB_MS/HB_MISSES/TOKEN/BOOTSTRAP_S override.
+# (DEV1) to ADDR0:PORT. HB_MS/HB_MISSES/TOKEN/BOOTSTRAP_S override;
+# KVF_SCEN_RDMA adds keys to the rdma group (e.g. "qp_timeout = 14;").
 engine_conf() {
 	local f=$1 id=$2 role=$3 port=$4 extra=${5:-} side
 	if [ "$role" = prefill ]; then
@@ -61,8 +62,8 @@ engine_conf() {
 log: { level = "info"; };
 engine: { id = "$id"; max_blocks_per_room = 4096; summary_interval_s = 0; };
 deadlines: { bootstrap_s = ${BOOTSTRAP_S:-120}; inflight_s = 120; receiver_waiting_s = 120; quiesce_s = 10; };
-heartbeat: { interval_ms = ${HB_MS:-1000}; misses = ${HB_MISSES:-3}; };
-rdma: { $side auth_token = "${TOKEN:-kvf-suite}"; sq_depth = 256; rq_depth = 64; signal_every = 16; $extra };
+heartbeat: { interval_ms = ${HB_MS:-1000}; misses = ${HB_MISSES:-5}; };
+rdma: { $side auth_token = "${TOKEN:-kvf-suite}"; sq_depth = 256; rq_depth = 64; signal_every = 16; $extra ${KVF_SCEN_RDMA:-} };
 CONF
 }
 

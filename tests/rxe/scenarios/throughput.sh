@@ -16,11 +16,11 @@ gid() { # RoCE v2 ::ffff: GID index of a device
 	done
 }
 g0=$(gid "$DEV0") g1=$(gid "$DEV1")
-timeout -k 5 60 ib_write_bw -d "$DEV0" ${g0:+-x $g0} -p 18791 -F --report_gbits -s 65536 -n 2000 \
+timeout -k 5 60 ib_write_bw -d "$DEV0" ${g0:+-x $g0} -u 18 -p 18791 -F --report_gbits -s 65536 -n 2000 \
 	> "$W/bw.server" 2>&1 &
 CHILDREN+=($!)
 for ((i = 0; i < 150; i++)); do ss -Hltn 'sport = :18791' | grep -q . && break; sleep 0.1; done
-timeout -k 5 60 ib_write_bw -d "$DEV1" ${g1:+-x $g1} -p 18791 -F --report_gbits -s 65536 -n 2000 "$ADDR0" \
+timeout -k 5 60 ib_write_bw -d "$DEV1" ${g1:+-x $g1} -u 18 -p 18791 -F --report_gbits -s 65536 -n 2000 "$ADDR0" \
 	> "$W/bw.client" 2>&1
 bw=$(awk '/^ *65536 +2000 /{print $4}' "$W/bw.client" | head -n1)
 stop_children
