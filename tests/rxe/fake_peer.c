@@ -749,6 +749,11 @@ int main(int argc, char **argv)
 			conn_close(&p, &c);
 			return result(false, "rooms 0..%u on connection 1: %s", b - 1, strerror(-rc));
 		}
+		/* Their data landed here, but the prefill's rooms end only when
+		 * their writes' ACKs come back; the bad frame tears the
+		 * connection down, so give those ACKs time (a loaded guest
+		 * took over 50 ms) or a good room fails as peer lost. */
+		linger(&p, &c, 2.0);
 		send_room_info(&p, &c, b, o->mode == M_MR_OVERRUN ? 4 : 3);
 		run_loop(&p, &c, b, b + 1, true, o->timeout_s);
 		printf("fake_peer: connection 1 %s\n", c.disc ? "closed by the prefill, as expected"

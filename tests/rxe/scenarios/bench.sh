@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
 # Issue 4, "Tests on rxe": kvferry-bench moves ROOMS rooms with rotated
-# block lists over a realistic layout (64 buffers of 16 KiB blocks) and
-# checks every destination byte (its exit status and --json say so).
-#   bench.sh BUILD DEV0 ADDR0 DEV1 ADDR1 one|two [ROOMS] [BLOCKS_PER_ROOM]
+# block lists over BUFFERS buffers (default 64, a realistic layout) of
+# 16 KiB blocks and checks every destination byte (its exit status and
+# --json say so).
+#   bench.sh BUILD DEV0 ADDR0 DEV1 ADDR1 one|two [ROOMS] [BLOCKS_PER_ROOM] [BUFFERS]
 # one: one process, both engines on DEV0. two: two processes, prefill on
 # DEV0/ADDR0, decode on DEV1/ADDR1 (rdma.source_addr) over the veth pair
 # when the VM has two devices (--devices 2), else both on DEV0.
 . "$(dirname "$0")/common.sh"
-mode=${1:?one|two} rooms=${2:-1000} bpr=${3:-2}
-shape=(--rooms "$rooms" --buffers 64 --block-size 16384 --blocks-per-room "$bpr" --seed 7 --json)
+mode=${1:?one|two} rooms=${2:-1000} bpr=${3:-2} nbufs=${4:-64}
+shape=(--rooms "$rooms" --buffers "$nbufs" --block-size 16384 --blocks-per-room "$bpr" --seed 7 --json)
 if [ "$mode" = one ]; then
 	DEV1=$DEV0 ADDR1=$ADDR0
 	engine_conf "$W/p.conf" prefill-1 prefill 18701
 	engine_conf "$W/d.conf" decode-1 decode 18701
-	note "one process, $rooms rooms of 64 x $bpr x 16 KiB on $DEV0"
+	note "one process, $rooms rooms of $nbufs x $bpr x 16 KiB on $DEV0"
 	timeout -k 5 250 "$BENCH" --prefill-config "$W/p.conf" --decode-config "$W/d.conf" \
 		"${shape[@]}" --timeout 230 > "$W/bench.out" 2> "$W/bench.err"
 	rc=$?
@@ -22,7 +23,7 @@ if [ "$mode" = one ]; then
 else
 	engine_conf "$W/p.conf" prefill-2 prefill 18702
 	engine_conf "$W/d.conf" decode-2 decode 18702
-	note "two processes, $rooms rooms of 64 x $bpr x 16 KiB: prefill $DEV0 $ADDR0 <- decode $DEV1 $ADDR1"
+	note "two processes, $rooms rooms of $nbufs x $bpr x 16 KiB: prefill $DEV0 $ADDR0 <- decode $DEV1 $ADDR1"
 	timeout -k 5 250 "$BENCH" --prefill-config "$W/p.conf" "${shape[@]}" --timeout 230 \
 		> "$W/p.out" 2> "$W/p.err" &
 	ppid=$!
