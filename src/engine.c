@@ -147,8 +147,12 @@ int kvf_engine_open_with(const char *config_path, const char *const *overrides,
 
 	if (err && errlen)
 		err[0] = '\0';
-	if (!out || (noverrides && !overrides))
-		return open_failed(err, errlen, "kvf_engine_open_with", -EINVAL);
+	if (!out || (noverrides && !overrides)) {
+		if (err && errlen)
+			snprintf(err, errlen, "kvf_engine_open_with: %s", !out ? "out is NULL" :
+				 "overrides is NULL and noverrides > 0");
+		return -EINVAL;
+	}
 	rc = kvf_config_load_overrides(config_path, overrides, noverrides, &cfg, err, errlen);
 	if (rc)
 		return rc; /* the loader logged, and wrote err: file:line or override, key */
