@@ -2,16 +2,18 @@
 /*
  * The configuration loader: the file's bytes (NUL check), the pre-scan of
  * literals libconfig 1.5 would misread (config_scan.c), libconfig's parse,
- * each key against its row of the key table (config_keys.c), the rules
- * between keys (check_cross, the only place for them), and one error
- * message naming file:line for whatever is wrong.
+ * each key against its row of the key table (config_keys.c), then the
+ * overrides given in code, each read the same way as a one-setting file
+ * (config_override.c builds its text), the rules between keys on the final
+ * values (check_cross, the only place for them), and one error message
+ * naming file:line or "override N" for whatever is wrong.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "config.h"
 #include "config_keys.h"
+#include "config_override.h"
 #include "config_scan.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <libconfig.h>
@@ -26,11 +28,20 @@
 
 /* ---- error reporting ---- */
 
+/* Where a key got its value: src 0 = not set, 1 = the file (at line),
+ * 2 + i = override i. A higher src, then a higher line, was read later. */
+struct origin {
+	size_t src;
+	unsigned line;
+};
+
 struct loader {
-	const char *name;       /* stands for the file in messages */
+	const char *file;       /* stands for the file in messages */
+	const char *name;       /* the source being read: file, or "override N" */
+	size_t src;             /* its struct origin src: 1 file, 2 + i override i */
 	struct kvf_config cfg;  /* filled here, copied out only on success */
-	const config_setting_t *seen[KVF_CFG_NKEYS]; /* where each key was set */
-	const config_setting_t *root;        /* libconfig's tree, once parsed */
+	struct origin seen[KVF_CFG_NKEYS];   /* where each key was set */
+	const config_setting_t *root;        /* the file's tree, once parsed */
 	char *err;
 	size_t errlen;
 };
@@ -45,6 +56,8 @@ static int fail_at(struct loader *ld, const char *file, unsigned line,
 	char msg[512], where[256];
 	va_list ap;
 
+	if (ld->src > 1)
+		line = 0; /* an override is one line: its index names it */
 	if (line)
 		snprintf(where, sizeof(where), "%s:%u", file, line);
 	else
@@ -116,95 +129,7 @@ static int fail_expected(struct loader *ld, const config_setting_t *s,
 	return FAIL(ld, s, "%s: expected %s, got %s", k->name, want, got);
 }
 
-/* ---- host and host:port ---- */
-
-/* RFC 1123 host name: dot-separated labels of letters, digits, '-'. */
-static bool is_hostname(const char *s, size_t n)
-{
-	size_t label = 0;
-
-	if (n == 0 || n > 253)
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char c = s[i];
-
-		if (c == '.') {
-			if (label == 0 || s[i - 1] == '-')
-				return false;
-			label = 0;
-		} else if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-			   (c >= '0' && c <= '9') || (c == '-' && label > 0)) {
-			if (++label > 63)
-				return false;
-		} else {
-			return false;
-		}
-	}
-	return label > 0 && s[n - 1] != '-';
-}
-
-static bool is_host(const char *s, size_t n)
-{
-	char buf[KVF_CFG_STR];
-	unsigned char addr[16];
-
-	if (n >= sizeof(buf))
-		return false;
-	memcpy(buf, s, n);
-	buf[n] = '\0';
-	return inet_pton(AF_INET, buf, addr) == 1 ||
-	       inet_pton(AF_INET6, buf, addr) == 1 || is_hostname(buf, n);
-}
-
-static bool is_port(const char *s)
-{
-	char *end;
-	long v;
-
-	if (*s < '0' || *s > '9')
-		return false;
-	errno = 0;
-	v = strtol(s, &end, 10);
-	return errno == 0 && *end == '\0' && v >= 1 && v <= 65535;
-}
-
-/* "host:port" or "[v6]:port"; a bare IPv6 address is ambiguous, refused. */
-static bool is_hostport(const char *s)
-{
-	const char *colon;
-
-	if (s[0] == '[') {
-		const char *close = strchr(s, ']');
-		char v6[KVF_CFG_STR];
-		unsigned char addr[16];
-		size_t n;
-
-		if (!close || close[1] != ':')
-			return false;
-		n = (size_t)(close - s - 1);
-		memcpy(v6, s + 1, n);
-		v6[n] = '\0';
-		return inet_pton(AF_INET6, v6, addr) == 1 && is_port(close + 2);
-	}
-	colon = strchr(s, ':');
-	if (!colon || strchr(colon + 1, ':'))
-		return false;
-	return is_host(s, (size_t)(colon - s)) && is_port(colon + 1);
-}
-
 /* ---- one key ---- */
-
-static bool int_ok(const struct kvf_key *k, int64_t v)
-{
-	if (v < k->min || v > k->max)
-		return false;
-	if (k->form == KF_POW2)
-		return (v & (v - 1)) == 0;
-	if (k->form == KF_MTU)
-		return v == 0 || v == 256 || v == 512 || v == 1024 ||
-		       v == 2048 || v == 4096;
-	return true;
-}
 
 static int parse_int(struct loader *ld, const config_setting_t *s,
 		     const struct kvf_key *k)
@@ -216,25 +141,10 @@ static int parse_int(struct loader *ld, const config_setting_t *s,
 	if (t != CONFIG_TYPE_INT && t != CONFIG_TYPE_INT64)
 		return fail_expected(ld, s, k);
 	v = config_setting_get_int64(s);
-	if (!int_ok(k, v))
+	if (!kvf_cfg_int_ok(k, v))
 		return fail_expected(ld, s, k);
 	kvf_cfg_set_int(&ld->cfg, k, v);
 	return 0;
-}
-
-static bool str_ok(const struct kvf_key *k, const char *v)
-{
-	size_t n = strlen(v);
-
-	if (n < (size_t)k->min || n > (size_t)k->max)
-		return false;
-	if (n == 0)
-		return true;
-	if (k->form == KF_HOST)
-		return is_host(v, n);
-	if (k->form == KF_HOSTPORT)
-		return is_hostport(v);
-	return true;
 }
 
 static int fail_too_long(struct loader *ld, const char *file, unsigned line,
@@ -258,7 +168,7 @@ static int parse_str(struct loader *ld, const config_setting_t *s,
 	if (strlen(v) > (size_t)k->max)
 		return fail_too_long(ld, src_file(ld, s),
 				     (unsigned)config_setting_source_line(s), k, strlen(v));
-	if (!str_ok(k, v))
+	if (!kvf_cfg_str_ok(k, v))
 		return fail_expected(ld, s, k);
 	kvf_cfg_set_str(&ld->cfg, k, v);
 	return 0;
@@ -279,7 +189,8 @@ static int parse_level(struct loader *ld, const config_setting_t *s,
 static int parse_key(struct loader *ld, const config_setting_t *s,
 		     const struct kvf_key *k)
 {
-	ld->seen[k - kvf_cfg_keys] = s;
+	ld->seen[k - kvf_cfg_keys] = (struct origin){
+		.src = ld->src, .line = (unsigned)config_setting_source_line(s) };
 	switch (k->type) {
 	case KT_STR:
 		return parse_str(ld, s, k);
@@ -344,7 +255,7 @@ static int parse_top(struct loader *ld, const config_setting_t *s)
 
 /* ---- checks across keys ---- */
 
-static const config_setting_t *seen(const struct loader *ld, const char *name)
+static struct origin seen(const struct loader *ld, const char *name)
 {
 	return ld->seen[kvf_cfg_key_find(name) - kvf_cfg_keys];
 }
@@ -355,17 +266,20 @@ static unsigned group_line(const struct loader *ld, const char *key)
 	char grp[64];
 	const config_setting_t *g;
 
+	if (!ld->root)
+		return 0;
 	snprintf(grp, sizeof(grp), "%.*s", (int)strcspn(key, "."), key);
 	g = config_setting_get_member(ld->root, grp);
 	return g ? (unsigned)config_setting_source_line(g) : 0;
 }
 
 /*
- * Report a rule between keys at the line of the key that broke it: of the
- * keys in the rule (NULL-terminated), the one the file sets last, as the
- * value read last is the one that made the set inconsistent. The defaults
- * obey every rule, so at least one of them is set; should none be, the
- * line of the first key's group.
+ * Report a rule between keys where the key that broke it was set: of the
+ * keys in the rule (NULL-terminated), the one set last (the last override
+ * that sets one, else the file's last line), as the value read last is
+ * the one that made the set inconsistent. The defaults obey every rule, so
+ * at least one of them is set; should none be, the line of the first
+ * key's group in the file.
  */
 static int fail_cross(struct loader *ld, const char *const *names,
 		      const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -373,22 +287,24 @@ static int fail_cross(struct loader *ld, const char *const *names,
 static int fail_cross(struct loader *ld, const char *const *names,
 		      const char *fmt, ...)
 {
-	const config_setting_t *at = NULL;
-	unsigned line;
-	char msg[384];
+	struct origin at = { 0 };
+	char msg[384], where[32];
 	va_list ap;
 
 	for (const char *const *n = names; *n; n++) {
-		const config_setting_t *s = seen(ld, *n);
+		struct origin o = seen(ld, *n);
 
-		if (s && (!at || config_setting_source_line(s) > config_setting_source_line(at)))
-			at = s;
+		if (o.src > at.src || (o.src == at.src && o.line > at.line))
+			at = o;
 	}
-	line = at ? (unsigned)config_setting_source_line(at) : group_line(ld, names[0]);
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	return fail_at(ld, src_file(ld, at), line, "%s", msg);
+	if (at.src > 1) {
+		snprintf(where, sizeof(where), "override %zu", at.src - 2);
+		return fail_at(ld, where, 0, "%s", msg);
+	}
+	return fail_at(ld, ld->file, at.src ? at.line : group_line(ld, names[0]), "%s", msg);
 }
 
 #define RULE(...) ((const char *const[]){ __VA_ARGS__, NULL })
@@ -491,33 +407,105 @@ static int syntax_error(struct loader *ld, const config_t *c)
 		       "%s", config_error_text(c));
 }
 
-static int load_text(const char *text, const char *name, struct kvf_config *out,
-		     char *err, size_t errlen)
+/* The file's text into ld (the tree stays in c for the cross checks). */
+static int read_file_text(struct loader *ld, const char *text, config_t *c)
 {
-	struct loader *ld = calloc(1, sizeof(*ld));
-	const config_setting_t *root;
+	int rc = kvf_scan_text(text, on_literal, ld);
+
+	if (rc)
+		return rc;
+	if (!config_read_string(c, text))
+		return syntax_error(ld, c);
+	ld->root = config_root_setting(c);
+	for (int i = 0; rc == 0 && i < config_setting_length(ld->root); i++)
+		rc = parse_top(ld, config_setting_get_elem(ld->root, (unsigned)i));
+	return rc;
+}
+
+/* An override's text that libconfig refused, or that holds more than the
+ * one setting it names (the value was not one literal): named by its key. */
+static int bad_override(struct loader *ld, const struct kvf_key *k, const char *ovr,
+			const char *what)
+{
+	const char *v = strchr(ovr, '=') + 1;
+	char want[128];
+
+	kvf_cfg_expected(k, want, sizeof(want));
+	if (k->type == KT_STR) /* may be a secret (rdma.auth_token): not echoed */
+		return fail_at(ld, ld->name, 0, "%s: expected %s; the value is not one "
+			       "libconfig string (%s)", k->name, want, what);
+	return fail_at(ld, ld->name, 0, "%s: expected %s, got '%.40s%s' (not one libconfig "
+		       "value: %s)", k->name, want, v, strlen(v) > 40 ? "..." : "", what);
+}
+
+/* Exactly the one group with the one key the override names? */
+static bool one_setting(const config_setting_t *root, const struct kvf_key *k)
+{
+	const config_setting_t *g = config_setting_get_elem(root, 0);
+	size_t glen = strcspn(k->name, ".");
+
+	return config_setting_length(root) == 1 && config_setting_is_group(g) &&
+	       strlen(config_setting_name(g)) == glen &&
+	       !strncmp(config_setting_name(g), k->name, glen) &&
+	       config_setting_length(g) == 1 &&
+	       !strcmp(config_setting_name(config_setting_get_elem(g, 0)), k->name + glen + 1);
+}
+
+/* Override i, "group.key=value", read as a file of that one setting. */
+static int apply_override(struct loader *ld, size_t i, const char *ovr)
+{
+	const struct kvf_key *k = NULL;
+	char name[32], why[384];
+	char *text = NULL;
 	config_t c;
 	int rc;
 
+	snprintf(name, sizeof(name), "override %zu", i);
+	ld->name = name;
+	ld->src = 2 + i;
+	if (!ovr)
+		return fail_at(ld, name, 0, "NULL instead of \"group.key=value\"");
+	rc = kvf_cfg_override_text(ovr, &k, &text, why, sizeof(why));
+	if (rc)
+		return rc == -EINVAL ? fail_at(ld, name, 0, "%s", why) : rc;
+	rc = kvf_scan_text(text, on_literal, ld);
+	if (rc == 0) {
+		config_init(&c);
+		if (!config_read_string(&c, text))
+			rc = bad_override(ld, k, ovr, config_error_text(&c));
+		else if (!one_setting(config_root_setting(&c), k))
+			rc = bad_override(ld, k, ovr, "more than one setting");
+		else
+			rc = parse_top(ld, config_setting_get_elem(config_root_setting(&c), 0));
+		config_destroy(&c);
+	}
+	free(text);
+	return rc;
+}
+
+/* Defaults, then the file's text (if any), then the overrides in order,
+ * then the rules between keys on the result. */
+static int load_all(const char *text, const char *name, const char *const *ovr, size_t n,
+		    struct kvf_config *out, char *err, size_t errlen)
+{
+	struct loader *ld = calloc(1, sizeof(*ld));
+	config_t c;
+	int rc = 0;
+
 	if (!ld)
 		return -ENOMEM;
-	ld->name = name ? name : "<string>";
+	ld->file = ld->name = name ? name : text ? "<string>" : "<defaults>";
+	ld->src = 1;
 	ld->err = err;
 	ld->errlen = errlen;
 	kvf_config_defaults(&ld->cfg);
-	rc = kvf_scan_text(text, on_literal, ld);
-	if (rc)
-		goto out_free;
-
 	config_init(&c);
-	if (!config_read_string(&c, text)) {
-		rc = syntax_error(ld, &c);
-		goto out_destroy;
-	}
-	root = config_root_setting(&c);
-	ld->root = root;
-	for (int i = 0; rc == 0 && i < config_setting_length(root); i++)
-		rc = parse_top(ld, config_setting_get_elem(root, (unsigned)i));
+	if (text)
+		rc = read_file_text(ld, text, &c);
+	for (size_t i = 0; rc == 0 && i < n; i++)
+		rc = apply_override(ld, i, ovr[i]);
+	ld->name = ld->file;
+	ld->src = 1;
 	if (rc == 0)
 		rc = check_cross(ld);
 	if (rc == 0) {
@@ -525,9 +513,7 @@ static int load_text(const char *text, const char *name, struct kvf_config *out,
 		memcpy(out, &ld->cfg, sizeof(*out));
 		log_effective(out);
 	}
-out_destroy:
 	config_destroy(&c);
-out_free:
 	free(ld);
 	return rc;
 }
@@ -537,7 +523,16 @@ int kvf_config_load_string(const char *text, const char *name,
 {
 	if (!text || !cfg)
 		return -EINVAL;
-	return load_text(text, name, cfg, err, errlen);
+	return load_all(text, name, NULL, 0, cfg, err, errlen);
+}
+
+int kvf_config_load_string_overrides(const char *text, const char *name,
+				     const char *const *overrides, size_t n,
+				     struct kvf_config *cfg, char *err, size_t errlen)
+{
+	if (!cfg || (n && !overrides))
+		return -EINVAL;
+	return load_all(text, name, overrides, n, cfg, err, errlen);
 }
 
 /* Whole file into memory, NUL-terminated; -errno from the open or the read. */
@@ -597,15 +592,17 @@ static int check_no_nul(const char *path, const char *text, size_t len,
 		       "file is text", (size_t)(nul - text));
 }
 
-int kvf_config_load(const char *path, struct kvf_config *cfg, char *err,
-		    size_t errlen)
+int kvf_config_load_overrides(const char *path, const char *const *overrides, size_t n,
+			      struct kvf_config *cfg, char *err, size_t errlen)
 {
 	char *text = NULL;
 	size_t len = 0;
 	int rc;
 
-	if (!path || !cfg)
+	if (!cfg || (n && !overrides))
 		return -EINVAL;
+	if (!path)
+		return load_all(NULL, NULL, overrides, n, cfg, err, errlen);
 	/* Read it ourselves rather than config_read_file(): we get the real
 	 * errno for a missing file, the text for kvf_scan_text(), and its
 	 * length for the NUL check. */
@@ -618,7 +615,15 @@ int kvf_config_load(const char *path, struct kvf_config *cfg, char *err,
 	}
 	rc = check_no_nul(path, text, len, err, errlen);
 	if (rc == 0)
-		rc = load_text(text, path, cfg, err, errlen);
+		rc = load_all(text, path, overrides, n, cfg, err, errlen);
 	free(text);
 	return rc;
+}
+
+int kvf_config_load(const char *path, struct kvf_config *cfg, char *err,
+		    size_t errlen)
+{
+	if (!path)
+		return -EINVAL;
+	return kvf_config_load_overrides(path, NULL, 0, cfg, err, errlen);
 }

@@ -86,6 +86,26 @@ int kvf_config_load(const char *path, struct kvf_config *cfg, char *err, size_t 
 int kvf_config_load_string(const char *text, const char *name,
 			   struct kvf_config *cfg, char *err, size_t errlen);
 
+/*
+ * Load path (NULL = no file: the defaults), then apply the n overrides in
+ * order, then check the rules between keys on the result. An override is
+ * "group.key=value" with the value in libconfig's literal syntax, except
+ * that a string key's value not starting with '"' is taken bare, as is
+ * ("rdma.device=mlx5_3"); blanks around the key and the value are dropped.
+ * An rdma.* override turns the transport on, as an rdma group would. An
+ * error in an override is reported like one in the file, "override I"
+ * (its 0-based index) standing for "file:line". overrides may be NULL when
+ * n is 0. Returns as kvf_config_load; -EINVAL also for cfg NULL or
+ * overrides NULL with n > 0.
+ */
+int kvf_config_load_overrides(const char *path, const char *const *overrides, size_t n,
+			      struct kvf_config *cfg, char *err, size_t errlen);
+
+/* Same, from a string (text NULL = no file). Returns 0, -EINVAL or -ENOMEM. */
+int kvf_config_load_string_overrides(const char *text, const char *name,
+				     const char *const *overrides, size_t n,
+				     struct kvf_config *cfg, char *err, size_t errlen);
+
 /* The key table, for docs checks: full dotted names, NULL-terminated. */
 const char *const *kvf_config_keys(void);
 

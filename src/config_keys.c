@@ -1,18 +1,22 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The key table. One table drives everything: the defaults, the parse
- * (config.c), the range checks, the key list the docs test compares with
- * docs/config.md, and the debug dump of the effective values. Adding a key
- * means adding one row here (and bumping KVF_CFG_NKEYS), one field in
- * struct kvf_config, one row in docs/config.md and one line in
- * config/kvferry.conf; the unit tests fail until all four agree.
+ * (config.c), the range and form checks (kvf_cfg_int_ok, kvf_cfg_str_ok),
+ * the key list the docs test compares with docs/config.md, and the debug
+ * dump of the effective values. Adding a key means adding one row here
+ * (and bumping KVF_CFG_NKEYS), one field in struct kvf_config, one row in
+ * docs/config.md and one line in config/kvferry.conf; the unit tests fail
+ * until all four agree.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "config_keys.h"
 
+#include <arpa/inet.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char *const side_names[] = {
@@ -120,9 +124,9 @@ static const struct kvf_key keys[] = {
 	/* address to accept connections on, "" = do not listen */
 	{ .name = "rdma.listen_addr", STR_FIELD(listen_addr), .form = KF_HOST,
 	  .side = SIDE_PREFILL, .phase = PH_CONN, .def_s = "" },
-	/* rdma_cm port to listen on */
+	/* rdma_cm port to listen on, 0 = ephemeral (kvf_engine_listen_addr) */
 	{ .name = "rdma.listen_port", U32_FIELD(listen_port),
-	  .side = SIDE_PREFILL, .phase = PH_CONN, .def = 18515, .min = 1,
+	  .side = SIDE_PREFILL, .phase = PH_CONN, .def = 18515, .min = 0,
 	  .max = 65535 },
 	/* default prefill peer "host:port" for receivers, "" = none */
 	{ .name = "rdma.peer", STR_FIELD(peer), .form = KF_HOSTPORT,
@@ -287,6 +291,109 @@ void kvf_cfg_expected(const struct kvf_key *k, char *buf, size_t len)
 		snprintf(buf, len, "%s in [%" PRId64 ", %" PRId64 "]",
 			 k->form == KF_POW2 ? "a power of two" : "an integer",
 			 k->min, k->max);
+}
+
+/* ---- values: what each key accepts ---- */
+
+/* RFC 1123 host name: dot-separated labels of letters, digits, '-'. */
+static bool is_hostname(const char *s, size_t n)
+{
+	size_t label = 0;
+
+	if (n == 0 || n > 253)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+
+		if (c == '.') {
+			if (label == 0 || s[i - 1] == '-')
+				return false;
+			label = 0;
+		} else if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+			   (c >= '0' && c <= '9') || (c == '-' && label > 0)) {
+			if (++label > 63)
+				return false;
+		} else {
+			return false;
+		}
+	}
+	return label > 0 && s[n - 1] != '-';
+}
+
+static bool is_host(const char *s, size_t n)
+{
+	char buf[KVF_CFG_STR];
+	unsigned char addr[16];
+
+	if (n >= sizeof(buf))
+		return false;
+	memcpy(buf, s, n);
+	buf[n] = '\0';
+	return inet_pton(AF_INET, buf, addr) == 1 ||
+	       inet_pton(AF_INET6, buf, addr) == 1 || is_hostname(buf, n);
+}
+
+static bool is_port(const char *s)
+{
+	char *end;
+	long v;
+
+	if (*s < '0' || *s > '9')
+		return false;
+	errno = 0;
+	v = strtol(s, &end, 10);
+	return errno == 0 && *end == '\0' && v >= 1 && v <= 65535;
+}
+
+/* "host:port" or "[v6]:port"; a bare IPv6 address is ambiguous, refused. */
+static bool is_hostport(const char *s)
+{
+	const char *colon;
+
+	if (s[0] == '[') {
+		const char *close = strchr(s, ']');
+		char v6[KVF_CFG_STR];
+		unsigned char addr[16];
+		size_t n;
+
+		if (!close || close[1] != ':')
+			return false;
+		n = (size_t)(close - s - 1);
+		memcpy(v6, s + 1, n);
+		v6[n] = '\0';
+		return inet_pton(AF_INET6, v6, addr) == 1 && is_port(close + 2);
+	}
+	colon = strchr(s, ':');
+	if (!colon || strchr(colon + 1, ':'))
+		return false;
+	return is_host(s, (size_t)(colon - s)) && is_port(colon + 1);
+}
+
+bool kvf_cfg_int_ok(const struct kvf_key *k, int64_t v)
+{
+	if (v < k->min || v > k->max)
+		return false;
+	if (k->form == KF_POW2)
+		return (v & (v - 1)) == 0;
+	if (k->form == KF_MTU)
+		return v == 0 || v == 256 || v == 512 || v == 1024 ||
+		       v == 2048 || v == 4096;
+	return true;
+}
+
+bool kvf_cfg_str_ok(const struct kvf_key *k, const char *v)
+{
+	size_t n = strlen(v);
+
+	if (n < (size_t)k->min || n > (size_t)k->max)
+		return false;
+	if (n == 0)
+		return true;
+	if (k->form == KF_HOST)
+		return is_host(v, n);
+	if (k->form == KF_HOSTPORT)
+		return is_hostport(v);
+	return true;
 }
 
 /* ---- nearest key ---- */

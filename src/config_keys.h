@@ -61,6 +61,12 @@ void kvf_cfg_set_int(struct kvf_config *cfg, const struct kvf_key *k, int64_t v)
 /* Write s (already checked to fit KVF_CFG_STR) into k's field of cfg. */
 void kvf_cfg_set_str(struct kvf_config *cfg, const struct kvf_key *k, const char *s);
 
+/* Does v (integer keys) / s (string keys) pass k's range and form?
+ * (KF_HOST: "" or an IP address or host name; KF_HOSTPORT: "" or
+ * "host:port" / "[v6]:port" with port in [1, 65535].) */
+bool kvf_cfg_int_ok(const struct kvf_key *k, int64_t v);
+bool kvf_cfg_str_ok(const struct kvf_key *k, const char *s);
+
 /* What a key accepts, as said in messages: "an integer in [1, 86400]". */
 void kvf_cfg_expected(const struct kvf_key *k, char *buf, size_t len);
 /* The valid key nearest to an unknown dotted name. */

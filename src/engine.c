@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stddef.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -110,39 +111,81 @@ int kvf_engine_create(const struct kvf_config *cfg, const struct kvf_transport_o
 	return 0;
 }
 
-int kvf_engine_open(const char *config_path, kvf_engine **out)
+/* The failure of a stage after the config, as one line for the caller
+ * (the stage logged its details). */
+static int open_failed(char *err, size_t errlen, const char *stage, int rc)
 {
-	struct kvf_config cfg;
-	char err[512];
-	int rc;
+	if (err && errlen)
+		snprintf(err, errlen, "%s: %s (details in the log)", stage, strerror(-rc));
+	return rc;
+}
 
-	if (!config_path || !out)
-		return -EINVAL;
-	rc = kvf_config_load(config_path, &cfg, err, sizeof(err));
-	if (rc)
-		return rc; /* the loader logged file, line and key */
-	kvf_log_set_level(cfg.log_level);
-	rc = kvf_engine_create(&cfg, NULL, NULL, out);
-	if (rc || !cfg.rdma_enabled)
-		return rc;
+/* The transport, on the engine's ring. */
+static int open_transport(kvf_engine *eng, char *err, size_t errlen)
+{
 #if HAVE_RDMA
 	const struct kvf_transport_ops *ops;
 	void *t;
+	int rc = kvf_rdma_create(&eng->cfg, eng->ring, &ops, &t);
 
-	rc = kvf_rdma_create(&(*out)->cfg, (*out)->ring, &ops, &t);
+	if (rc)
+		return open_failed(err, errlen, "rdma transport", rc);
+	kvf_engine_set_transport(eng, ops, t);
+	return 0;
+#else
+	(void)eng;
+	kvf_err("engine", "rdma keys are set but kvferry was built without ibverbs/rdma_cm");
+	return open_failed(err, errlen, "rdma transport", -ENOTSUP);
+#endif
+}
+
+int kvf_engine_open_with(const char *config_path, const char *const *overrides,
+			 size_t noverrides, char *err, size_t errlen, kvf_engine **out)
+{
+	struct kvf_config cfg;
+	int rc;
+
+	if (err && errlen)
+		err[0] = '\0';
+	if (!out || (noverrides && !overrides)) {
+		if (err && errlen)
+			snprintf(err, errlen, "kvf_engine_open_with: %s", !out ? "out is NULL" :
+				 "overrides is NULL and noverrides > 0");
+		return -EINVAL;
+	}
+	rc = kvf_config_load_overrides(config_path, overrides, noverrides, &cfg, err, errlen);
+	if (rc)
+		return rc; /* the loader logged, and wrote err: file:line or override, key */
+	kvf_log_set_level(cfg.log_level);
+	rc = kvf_engine_create(&cfg, NULL, NULL, out);
+	if (rc)
+		return open_failed(err, errlen, "engine", rc);
+	if (!cfg.rdma_enabled)
+		return 0;
+	rc = open_transport(*out, err, errlen);
 	if (rc) {
 		kvf_engine_close(*out);
 		*out = NULL;
-		return rc;
 	}
-	kvf_engine_set_transport(*out, ops, t);
-	return 0;
+	return rc;
+}
+
+int kvf_engine_open(const char *config_path, kvf_engine **out)
+{
+	if (!config_path)
+		return -EINVAL;
+	return kvf_engine_open_with(config_path, NULL, 0, NULL, 0, out);
+}
+
+int kvf_engine_listen_addr(const kvf_engine *eng, char *host, size_t hostlen, uint16_t *port)
+{
+	if (!eng || (!host && hostlen))
+		return -EINVAL;
+#if HAVE_RDMA
+	return kvf_rdma_listen_addr(eng->ops, eng->t, host, hostlen, port);
 #else
-	kvf_err("engine", "%s: the rdma section is set but kvferry was built without "
-		"ibverbs/rdma_cm", config_path);
-	kvf_engine_close(*out);
-	*out = NULL;
-	return -ENOTSUP;
+	(void)port;
+	return -ENOTCONN;
 #endif
 }
 

@@ -10,6 +10,11 @@
  *     kvferry-bench --prefill-config P.conf [opts]
  *     kvferry-bench --decode-config D.conf [opts]
  *
+ * Either side may instead (or also) be set from code: --prefill-set KEY=VALUE
+ * and --decode-set KEY=VALUE (repeatable) are overrides of that side's
+ * config ("rdma.listen_port=0"; docs/config.md, Overrides); a side with
+ * overrides and no config file starts from the defaults.
+ *
  * Options: --rooms N (1000)  --buffers N (64: layers x K/V)
  *   --block-size BYTES (16384)  --blocks-per-room N (16)  --window N (32
  *   rooms in flight)  --seed N  --abort-every N (abort every Nth room on the
@@ -31,8 +36,12 @@
 
 #include <kvferry/kvferry.h>
 
+#define MAX_SETS 32
+
 struct opts {
 	const char *pcfg, *dcfg;
+	const char *psets[MAX_SETS], *dsets[MAX_SETS]; /* --prefill-set, --decode-set */
+	size_t npsets, ndsets;
 	uint32_t rooms, nbufs, bpr, window;
 	uint64_t block_size, seed;
 	uint32_t abort_every;
@@ -238,13 +247,16 @@ static int drive(const struct opts *o, struct side *s)
 
 static int open_side(const char *cfg, bool prefill, const struct opts *o, struct side *s)
 {
+	const char *const *sets = prefill ? o->psets : o->dsets;
+	size_t nsets = prefill ? o->npsets : o->ndsets;
+	char err[512];
 	int rc;
 
 	memset(s, 0, sizeof(*s));
 	s->prefill = prefill;
-	rc = kvf_engine_open(cfg, &s->eng);
+	rc = kvf_engine_open_with(cfg, sets, nsets, err, sizeof(err), &s->eng);
 	if (rc) {
-		fprintf(stderr, "kvferry-bench: %s: %s\n", cfg, strerror(-rc));
+		fprintf(stderr, "kvferry-bench: %s engine: %s\n", prefill ? "prefill" : "decode", err);
 		return rc;
 	}
 	s->rooms = calloc(o->rooms, sizeof(*s->rooms));
@@ -261,6 +273,7 @@ static int open_side(const char *cfg, bool prefill, const struct opts *o, struct
 static void usage(void)
 {
 	fprintf(stderr, "usage: kvferry-bench [--prefill-config F] [--decode-config F] [--rooms N]\n"
+		"  [--prefill-set KEY=VALUE]... [--decode-set KEY=VALUE]...\n"
 		"  [--buffers N] [--block-size B] [--blocks-per-room N] [--window N] [--seed N]\n"
 		"  [--abort-every N --abort-side prefill|decode] [--timeout S] [--json]\n");
 	exit(2);
@@ -279,6 +292,8 @@ static void parse(int argc, char **argv, struct opts *o)
 		i++;
 		if (!strcmp(a, "--prefill-config")) o->pcfg = v;
 		else if (!strcmp(a, "--decode-config")) o->dcfg = v;
+		else if (!strcmp(a, "--prefill-set") && o->npsets < MAX_SETS) o->psets[o->npsets++] = v;
+		else if (!strcmp(a, "--decode-set") && o->ndsets < MAX_SETS) o->dsets[o->ndsets++] = v;
 		else if (!strcmp(a, "--rooms")) o->rooms = (uint32_t)atol(v);
 		else if (!strcmp(a, "--buffers")) o->nbufs = (uint32_t)atol(v);
 		else if (!strcmp(a, "--block-size")) o->block_size = strtoull(v, NULL, 0);
@@ -290,7 +305,7 @@ static void parse(int argc, char **argv, struct opts *o)
 		else if (!strcmp(a, "--timeout")) o->timeout_s = atof(v);
 		else usage();
 	}
-	if ((!o->pcfg && !o->dcfg) || !o->rooms || !o->nbufs || !o->window || !o->bpr ||
+	if ((!o->pcfg && !o->npsets && !o->dcfg && !o->ndsets) || !o->rooms || !o->nbufs || !o->window || !o->bpr ||
 	    o->block_size < 8 || o->block_size % 8)
 		usage();
 }
@@ -332,7 +347,8 @@ int main(int argc, char **argv)
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	parse(argc, argv, &o);
-	if ((o.pcfg && open_side(o.pcfg, true, &o, &p)) || (o.dcfg && open_side(o.dcfg, false, &o, &d)))
+	if (((o.pcfg || o.npsets) && open_side(o.pcfg, true, &o, &p)) ||
+	    ((o.dcfg || o.ndsets) && open_side(o.dcfg, false, &o, &d)))
 		return 1;
 	t0 = now_s();
 	while ((p.eng && p.done < o.rooms) || (d.eng && d.done < o.rooms)) {

@@ -17,7 +17,8 @@
  * Threads: every function here is called from one thread, the scheduler
  * thread, which owns the room table. kvf_progress() drains the events that the
  * completion poller thread produced and applies deadlines; call it every
- * scheduler iteration. The only exceptions are kvf_engine_open/close.
+ * scheduler iteration. The only exceptions are kvf_engine_open,
+ * kvf_engine_open_with and kvf_engine_close.
  *
  * The promise: every room reaches SUCCESS or FAILED within a bounded time, a
  * failed room says why (kvf_failure), and a room's memory is handed back
@@ -190,6 +191,60 @@ struct kvf_stats {
  *   other    -errno from the verbs or rdma_cm setup
  */
 KVF_API int kvf_engine_open(const char *config_path, kvf_engine **out);
+
+/*
+ * Open an engine from a config file plus overrides given in code, or from
+ * overrides alone: what one rank of a serving job sets for itself
+ * (its device, port 0 for an ephemeral port, its peer).
+ *
+ * config_path: a libconfig file as for kvf_engine_open, or NULL for none
+ *   (every key not overridden takes its default).
+ * overrides: noverrides strings "group.key=value", applied in order on top
+ *   of the file (a later one wins), before the rules between keys are
+ *   checked, so those see the final values. The value is a libconfig
+ *   literal ("rdma.listen_port=0", "rdma.sq_depth=0x400"); for a string
+ *   key a value not starting with '"' is taken bare, as is
+ *   ("rdma.device=mlx5_3", "rdma.peer=10.0.0.1:18515"), and a quoted one
+ *   is a libconfig string ("engine.id=\"a b\""). Blanks around the key
+ *   and the value are dropped. An rdma.* override turns the transport on,
+ *   as an rdma group in the file would. Each is checked as the file is:
+ *   an unknown key is an error naming the nearest one, a bad value names
+ *   the key and what was expected; "override I" (I the 0-based index)
+ *   stands where a file error says "file:line":
+ *     override 1: unknown key 'rdma.devcie' (did you mean 'rdma.device'?)
+ *   May be NULL when noverrides is 0. See docs/config.md, "Overrides".
+ * err: if not NULL and errlen > 0, set to "" and on failure to one line
+ *   saying why: the config error exactly as logged, or the stage that
+ *   failed and its errno text (the transport logs the details).
+ *
+ * Returns 0 and *out, or the errors of kvf_engine_open (-EINVAL for a NULL
+ * out, or overrides NULL with noverrides > 0, or an invalid config or
+ * override; -ENOENT, -ENOMEM, -ENODEV, other -errno).
+ */
+KVF_API int kvf_engine_open_with(const char *config_path, const char *const *overrides,
+				 size_t noverrides, char *err, size_t errlen,
+				 kvf_engine **out);
+
+/*
+ * The address and port this engine's listener is bound to: what a prefill
+ * publishes to its bootstrap server, and the only way to learn the port
+ * with rdma.listen_port = 0 (ephemeral). host gets the numeric address
+ * (IPv4 dotted, or IPv6 without brackets: write "[host]:port" for
+ * rdma.peer), NUL-terminated; a wildcard rdma.listen_addr (0.0.0.0, ::)
+ * gives the wildcard, which is not an address to publish. host may be
+ * NULL with hostlen 0, port NULL, to get only the other.
+ * Returns 0, or:
+ *   -EINVAL       eng NULL, or host NULL with hostlen > 0
+ *   -ENOTCONN     the engine does not listen (no transport, or
+ *                 rdma.listen_addr is "")
+ *   -ERANGE       hostlen is too small for the address (nothing written;
+ *                 64 bytes always suffice)
+ *   -EAFNOSUPPORT the listener is bound to an address that has no numeric
+ *                 form (not IPv4 or IPv6; logged)
+ * On an error nothing is written.
+ */
+KVF_API int kvf_engine_listen_addr(const kvf_engine *eng, char *host, size_t hostlen,
+				   uint16_t *port);
 
 /* Stop the poller, destroy connections, free everything. Rooms still live
  * are dropped (logged with their count). NULL is a no-op. */

@@ -283,8 +283,9 @@ static int start(struct kvf_rdma *t)
 				t->cfg.listen_port, strerror(-rc));
 			return rc;
 		}
-		kvf_info("rdma", "listening on %s:%u", t->cfg.listen_addr,
-			 ntohs(rdma_get_src_port(t->listen_id)));
+		kvf_info("rdma", "listening on %s:%u%s", t->cfg.listen_addr,
+			 ntohs(rdma_get_src_port(t->listen_id)),
+			 t->cfg.listen_port ? "" : " (rdma.listen_port 0: ephemeral)");
 	}
 	/* Allocated here, not in the thread: a poller that cannot start must
 	 * fail create, not leave every transfer unpolled. */
@@ -295,6 +296,35 @@ static int start(struct kvf_rdma *t)
 	if (rc)
 		return -rc;
 	t->poller_started = true;
+	return 0;
+}
+
+int kvf_rdma_listen_addr(const struct kvf_transport_ops *ops, void *tp, char *host,
+			 size_t hostlen, uint16_t *port)
+{
+	const struct kvf_rdma *t = tp;
+	const struct sockaddr *sa;
+	char buf[NI_MAXHOST];
+	int rc;
+
+	if (ops != &kvf_rdma_ops || !t || !t->listen_id)
+		return -ENOTCONN;
+	/* Read, not kept: the bind (port 0 included) filled the id's source
+	 * address, and nothing changes it while the listener lives. */
+	sa = rdma_get_local_addr(t->listen_id);
+	rc = getnameinfo(sa, sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+		       : sizeof(struct sockaddr_in), buf, sizeof(buf), NULL, 0, NI_NUMERICHOST);
+	if (rc) {
+		kvf_err("rdma", "the listener's address (family %d): %s", sa->sa_family,
+			gai_strerror(rc));
+		return -EAFNOSUPPORT;
+	}
+	if (host && strlen(buf) >= hostlen)
+		return -ERANGE;
+	if (host)
+		memcpy(host, buf, strlen(buf) + 1);
+	if (port)
+		*port = ntohs(rdma_get_src_port(t->listen_id));
 	return 0;
 }
 

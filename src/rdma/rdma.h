@@ -21,4 +21,14 @@
 int kvf_rdma_create(const struct kvf_config *cfg, struct kvf_ring *ring,
 		    const struct kvf_transport_ops **ops, void **t);
 
+/*
+ * The listener's bound address (numeric, into host) and port: the real
+ * port when rdma.listen_port is 0. ops and t as kvf_rdma_create gave them;
+ * -ENOTCONN when they are not this transport's or it does not listen,
+ * -ERANGE when host (hostlen bytes; NULL with 0 = port only) is too small,
+ * -EAFNOSUPPORT when the address has no numeric form. port may be NULL.
+ */
+int kvf_rdma_listen_addr(const struct kvf_transport_ops *ops, void *t, char *host,
+			 size_t hostlen, uint16_t *port);
+
 #endif

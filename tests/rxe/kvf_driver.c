@@ -14,12 +14,20 @@
  * then "driver: role=... rooms=N ok=N failed=N bad_words=N released=N
  * seconds=S gbit=G" and "driver: failures: REASON=N ...".
  *
- *   kvf_driver --role prefill|decode --config F [--rooms N (8)]
+ *   kvf_driver --role prefill|decode [--config F] [--set KEY=VALUE]...
+ *     [--print-listen] [--rooms N (8)]
  *     [--first-id ID (0x1000)] [--buffers B (4)] [--block-size S (16384)]
  *     [--blocks-per-room K (4)] [--pool-blocks P (window*K)] [--window W
  *     (rooms)] [--timeout S (60)] [--ready-file PATH] [--stop-on-lost S]
  *   kvf_driver --now       print CLOCK_MONOTONIC seconds and exit
  *
+ * --config and --set: the engine is opened with kvf_engine_open_with, the
+ * file (if any) plus each --set "group.key=value" override in order; at
+ * least one of them is needed. A config error is printed as the library
+ * gives it ("override 1: unknown key ...").
+ * --print-listen: print "driver: listen HOST:PORT" (kvf_engine_listen_addr,
+ * "[v6]:port" for IPv6) and write "HOST:PORT" into the --ready-file, so a
+ * peer can take an ephemeral port (rdma.listen_port = 0) from there.
  * --stop-on-lost S: once a room fails with "peer lost", create no new rooms;
  * rooms still live S seconds later are reported "STUCK" (and aborted so the
  * driver can exit). Without it, every room is run.
@@ -39,8 +47,14 @@
 
 #include "pattern.h"
 
+#define MAX_SETS 32
+
 struct opts {
 	const char *role, *config, *ready_file;
+	const char *sets[MAX_SETS];
+	size_t nsets;
+	bool print_listen;
+	char listen[96];   /* "host:port" of our listener, --print-listen */
 	uint32_t rooms, nbufs, bpr, pool_blocks, window;
 	uint64_t block_size, first_id;
 	double timeout_s, stop_on_lost;
@@ -55,7 +69,8 @@ struct room {
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: kvf_driver --role prefill|decode --config F [--rooms N] [--first-id ID]\n"
+	fprintf(stderr, "usage: kvf_driver --role prefill|decode [--config F] [--set KEY=VALUE]...\n"
+		"  [--print-listen] [--rooms N] [--first-id ID]\n"
 		"  [--buffers B] [--block-size S] [--blocks-per-room K] [--pool-blocks P]\n"
 		"  [--window W] [--timeout S] [--ready-file PATH] [--stop-on-lost S]\n"
 		"       kvf_driver --now\n");
@@ -73,11 +88,16 @@ static void parse(int argc, char **argv, struct opts *o)
 			printf("%.6f\n", kvt_mono());
 			exit(0);
 		}
+		if (!strcmp(a, "--print-listen")) {
+			o->print_listen = true;
+			continue;
+		}
 		if (!v)
 			usage();
 		i++;
 		if (!strcmp(a, "--role")) o->role = v;
 		else if (!strcmp(a, "--config")) o->config = v;
+		else if (!strcmp(a, "--set") && o->nsets < MAX_SETS) o->sets[o->nsets++] = v;
 		else if (!strcmp(a, "--rooms")) o->rooms = (uint32_t)strtoul(v, NULL, 0);
 		else if (!strcmp(a, "--first-id")) o->first_id = strtoull(v, NULL, 0);
 		else if (!strcmp(a, "--buffers")) o->nbufs = (uint32_t)strtoul(v, NULL, 0);
@@ -90,7 +110,7 @@ static void parse(int argc, char **argv, struct opts *o)
 		else if (!strcmp(a, "--stop-on-lost")) o->stop_on_lost = atof(v);
 		else usage();
 	}
-	if (!o->role || !o->config || (strcmp(o->role, "prefill") && strcmp(o->role, "decode")))
+	if (!o->role || (!o->config && !o->nsets) || (strcmp(o->role, "prefill") && strcmp(o->role, "decode")))
 		usage();
 	if (!o->window || o->window > o->rooms)
 		o->window = o->rooms;
@@ -111,6 +131,31 @@ static const char *token(const char *s)
 		buf[i] = s[i] == ' ' ? '_' : s[i];
 	buf[i] = '\0';
 	return buf;
+}
+
+/* The engine from --config and --set; with --print-listen, where it listens. */
+static int open_engine(struct opts *o, kvf_engine **eng)
+{
+	char err[512], host[64];
+	uint16_t port;
+	int rc = kvf_engine_open_with(o->config, o->sets, o->nsets, err, sizeof(err), eng);
+
+	if (rc) {
+		printf("driver: SETUP FAILED: kvf_engine_open_with(%s, %zu overrides): %s: %s\n",
+		       o->config ? o->config : "no file", o->nsets, strerror(-rc), err);
+		return rc;
+	}
+	if (!o->print_listen)
+		return 0;
+	rc = kvf_engine_listen_addr(*eng, host, sizeof(host), &port);
+	if (rc) {
+		printf("driver: SETUP FAILED: kvf_engine_listen_addr: %s\n", strerror(-rc));
+		kvf_engine_close(*eng);
+		return rc;
+	}
+	snprintf(o->listen, sizeof(o->listen), strchr(host, ':') ? "[%s]:%u" : "%s:%u", host, port);
+	printf("driver: listen %s\n", o->listen);
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -134,11 +179,9 @@ int main(int argc, char **argv)
 	bs = calloc(o.nbufs, sizeof(*bs));
 	if (!rooms || !bufs || !bs)
 		return 1;
-	rc = kvf_engine_open(o.config, &eng);
-	if (rc) {
-		printf("driver: SETUP FAILED: kvf_engine_open(%s): %s\n", o.config, strerror(-rc));
+	rc = open_engine(&o, &eng);
+	if (rc)
 		return 1;
-	}
 	for (uint32_t k = 0; k < o.nbufs; k++) {
 		size_t len = (size_t)o.block_size * o.pool_blocks;
 
@@ -205,8 +248,11 @@ int main(int argc, char **argv)
 			if (next == o.window && o.ready_file) {
 				FILE *f = fopen(o.ready_file, "w");
 
-				if (f)
+				if (f) {
+					if (o.listen[0])
+						fprintf(f, "%s\n", o.listen);
 					fclose(f);
+				}
 				printf("driver: ready t=%.6f\n", kvt_mono());
 			}
 		}

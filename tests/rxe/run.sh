@@ -169,6 +169,7 @@ TESTS=(
 	"kvf_fake_peer_bad_layout|70|\$repo/tests/rxe/scenarios/fake_peer.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 bad-layout"
 	"kvf_fake_peer_bad_version|70|\$repo/tests/rxe/scenarios/fake_peer.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 bad-version"
 	"kvf_fake_peer_bad_token|70|\$repo/tests/rxe/scenarios/fake_peer.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 bad-token"
+	"kvf_ephemeral_port|180|\$repo/tests/rxe/scenarios/ephemeral.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 40"
 	"kvf_reject_token|60|\$repo/tests/rxe/scenarios/reject.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1"
 	"kvf_throughput|300|\$repo/tests/rxe/scenarios/throughput.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 150"
 )

@@ -462,13 +462,13 @@ Test(config, number_glued_to_a_name_is_read_as_libconfig_reads_it)
 	 * 4294985811 mod 2^32 = 18515, a valid port. */
 	expect_err("rdma = { listen_port = 4294985811listen_addr = \"10.0.0.1\"; };",
 		   "kvferry.conf:1: rdma.listen_port: expected an integer in "
-		   "[1, 65535], got 4294985811");
+		   "[0, 65535], got 4294985811");
 	expect_err("rdma = {\n listen_port = 4294985811e = 1; };",
 		   "kvferry.conf:2: rdma.listen_port: expected an integer in "
-		   "[1, 65535], got 4294985811");
+		   "[0, 65535], got 4294985811");
 	expect_err("rdma = { listen_port = 0x100004853x = 1; };",
 		   "kvferry.conf:1: rdma.listen_port: expected an integer in "
-		   "[1, 65535], got 0x100004853");
+		   "[0, 65535], got 0x100004853");
 }
 
 Test(config, nul_byte_in_file_is_an_error)
