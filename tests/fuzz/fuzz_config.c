@@ -79,7 +79,7 @@ static bool in(uint32_t v, uint32_t lo, uint32_t hi)
 /* A few ranges a wrapped or clamped literal would break. */
 static void check_config(const struct kvf_config *c)
 {
-	bool ok = in(c->listen_port, 1, 65535) && in(c->max_rooms, 1, 1u << 20) &&
+	bool ok = in(c->listen_port, 0, 65535) && in(c->max_rooms, 1, 1u << 20) &&
 		  in(c->ring_size, 64, 1u << 22) && !(c->ring_size & (c->ring_size - 1)) &&
 		  in(c->port_num, 1, 255) && c->gid_index >= -1 && c->gid_index <= 255 &&
 		  in(c->max_sge, 1, KVF_CFG_MAX_SGE) && c->signal_every <= c->sq_depth &&
