@@ -102,7 +102,7 @@ close-fast)
 good|short|big-pool)
 	[ $mode = short ] && { grep -q 'length mismatch' "$W/prefill.log" ||
 		fail "the prefill did not log the cut frame (length mismatch)"; }
-	pass "all $rooms rooms SUCCESS${mode/good/}" ;;
+	pass "all $rooms rooms SUCCESS ($mode)" ;;
 bad-rkey|mr-overrun)
 	[[ $bl == *" FAILED reason=work_completion_error wc_status=10 "* ]] ||
 		fail "room $bad: want FAILED work completion error, wc_status 10 (remote access error): $bl"
