@@ -92,7 +92,7 @@ static void on_hello(struct kvf_conn *c, const struct kvf_frame *f)
 	 * well. */
 	atomic_store_explicit(&c->peer_pool, pp, memory_order_release);
 	kvf_info("poller", "connection %u: peer %s (%s) pool %" PRIu32 " buffers x %" PRIu32
-		 " blocks", c->id, f->hello.engine_id, c->peer, pp->nbufs, pp->nblocks);
+		 " blocks", c->id, kvf_esc(f->hello.engine_id), c->peer, pp->nbufs, pp->nblocks);
 }
 
 /* ROOM_INFO and ROOM_INFO_CONT: one sequence in progress per connection
