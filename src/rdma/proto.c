@@ -229,6 +229,8 @@ static int decode_hello(const uint8_t *p, size_t len, const struct kvf_proto_lim
 	if (len < KVF_PROTO_HELLO_FIXED)
 		BAD(-EBADMSG, "HELLO of %zu bytes, shorter than its fixed part (%u)",
 		    len, KVF_PROTO_HELLO_FIXED);
+	if (f->room_id)
+		BAD(-EBADMSG, "HELLO with room id %#" PRIx64 " (reserved, 0)", f->room_id);
 	p += KVF_PROTO_HDR_LEN;
 	memcpy(f->hello.engine_id, p, KVF_PROTO_ENGINE_ID_LEN);
 	f->hello.engine_id[KVF_PROTO_ENGINE_ID_LEN] = '\0';
@@ -246,7 +248,11 @@ static int decode_hello(const uint8_t *p, size_t len, const struct kvf_proto_lim
 		    len, f->hello.nbufs, kvf_proto_hello_len(f->hello.nbufs));
 	for (uint32_t i = 0; i < f->hello.nbufs; i++) {
 		struct kvf_hello_buf b;
+		uint32_t resv = get32(f->hello.bufs + (size_t)i * KVF_PROTO_HELLO_BUF_LEN + 20);
 
+		if (resv)
+			BAD(-EBADMSG, "HELLO buffer %" PRIu32 ": reserved word 0x%08" PRIx32
+			    " is not 0", i, resv);
 		kvf_proto_hello_buf(f, i, &b);
 		if (b.block_size == 0 || b.block_size > UINT64_MAX / f->hello.nblocks ||
 		    b.addr + b.block_size * f->hello.nblocks < b.addr)
@@ -327,6 +333,21 @@ static int decode_room_info_cont(const uint8_t *p, size_t len,
 	return check_ids(p, len, KVF_PROTO_ROOM_INFO_CONT_FIXED, lim, f, detail, dlen);
 }
 
+static int decode_abort(const uint8_t *p, size_t len, struct kvf_frame *f, char *detail,
+			size_t dlen)
+{
+	if (len != KVF_PROTO_ABORT_LEN)
+		BAD(-EBADMSG, "ABORT of %zu bytes, expected %u", len, KVF_PROTO_ABORT_LEN);
+	f->abort.to_role = p[KVF_PROTO_HDR_LEN];
+	f->abort.reason = get16(p + KVF_PROTO_HDR_LEN + 2);
+	if (f->abort.to_role > 1)
+		BAD(-EBADMSG, "ABORT for role %u (0 sender, 1 receiver)", f->abort.to_role);
+	if (p[KVF_PROTO_HDR_LEN + 1] || get32(p + KVF_PROTO_HDR_LEN + 4))
+		BAD(-EBADMSG, "ABORT with reserved bytes 0x%02x, 0x%08" PRIx32 " (must be 0)",
+		    p[KVF_PROTO_HDR_LEN + 1], get32(p + KVF_PROTO_HDR_LEN + 4));
+	return 0;
+}
+
 static int decode_body(const uint8_t *p, size_t len, const struct kvf_proto_limits *lim,
 		       struct kvf_frame *f, char *detail, size_t dlen)
 {
@@ -338,18 +359,14 @@ static int decode_body(const uint8_t *p, size_t len, const struct kvf_proto_limi
 	case KVF_FR_ROOM_INFO_CONT:
 		return decode_room_info_cont(p, len, lim, f, detail, dlen);
 	case KVF_FR_ABORT:
-		if (len != KVF_PROTO_ABORT_LEN)
-			BAD(-EBADMSG, "ABORT of %zu bytes, expected %u", len, KVF_PROTO_ABORT_LEN);
-		f->abort.to_role = p[KVF_PROTO_HDR_LEN];
-		f->abort.reason = get16(p + KVF_PROTO_HDR_LEN + 2);
-		if (f->abort.to_role > 1)
-			BAD(-EBADMSG, "ABORT for role %u (0 sender, 1 receiver)", f->abort.to_role);
-		return 0;
+		return decode_abort(p, len, f, detail, dlen);
 	case KVF_FR_ABORT_ACK:
 	case KVF_FR_HEARTBEAT:
 		if (len != KVF_PROTO_HDR_LEN)
 			BAD(-EBADMSG, "%s of %zu bytes, expected %u", kvf_frame_type_str(f->type),
 			    len, KVF_PROTO_HDR_LEN);
+		if (f->type == KVF_FR_HEARTBEAT && f->room_id)
+			BAD(-EBADMSG, "HEARTBEAT with room id %#" PRIx64 " (reserved, 0)", f->room_id);
 		return 0;
 	default:
 		BAD(-EPROTO, "unknown frame type %u", f->type);
@@ -384,6 +401,11 @@ int kvf_proto_decode(const void *buf, size_t len, const struct kvf_proto_limits 
 	if (flen != len)
 		BAD(-EBADMSG, "length mismatch: header says %" PRIu32 " bytes, received %zu",
 		    flen, len);
+	/* Reserved, 0: checked, so a later version may give them a meaning
+	 * that this one refuses rather than misreads. */
+	if (p[7] || get32(p + 12))
+		BAD(-EBADMSG, "header flags 0x%02x, reserved 0x%08" PRIx32 " (must be 0)", p[7],
+		    get32(p + 12));
 	f->room_id = get64(p + 16);
 	/* From here the header is sound: a bad body fails only its room. */
 	if (names_room)
@@ -559,6 +581,9 @@ int kvf_proto_decode_cm(const void *buf, size_t len, struct kvf_cm_hello *h,
 	if (get32(p) != KVF_PROTO_MAGIC)
 		BAD(-EBADMSG, "connection private data without the kvferry magic");
 	h->version = get16(p + 4);
+	/* Another version may use it: the caller's version check says so. */
+	if (h->version == KVF_PROTO_VERSION && p[7])
+		BAD(-EBADMSG, "connection private data with reserved byte 0x%02x (must be 0)", p[7]);
 	h->mtu = p[6];
 	h->frame_max = get32(p + 8);
 	memcpy(h->token_hash, p + 12, 16);

@@ -19,7 +19,8 @@
  *   ROOM_INFO_CONT  offset u32, nblocks u32, nblocks x u32
  *   ABORT      to_role u8, reserved u8, reason u16, reserved u32
  *   ABORT_ACK, HEARTBEAT: none
- * Decoding checks every length before reading it.
+ * Decoding checks every length before reading it, and that every reserved
+ * field (and the room id of HELLO and HEARTBEAT) is 0.
  *
  * A room's block list longer than one frame (the peer's receive buffers, at
  * most 64 KiB: ~16K ids) is a sequence: a ROOM_INFO with the total count
@@ -135,7 +136,8 @@ int kvf_proto_encode_heartbeat(void *buf, size_t cap);
 /*
  * Decode and validate one received frame of len bytes. Returns 0 and *f, or
  *   -EBADMSG  short, bad magic, length mismatch, a count over a limit,
- *             truncated body, a block id outside the peer pool
+ *             truncated body, a block id outside the peer pool, a reserved
+ *             field not 0
  *   -EPROTO   another protocol version, an unknown type
  * and writes a one-line reason into detail. *names_room (may be NULL) is set
  * when the header was sound and the type names a room: f->room_id is then
@@ -225,8 +227,9 @@ enum kvf_rej_code {
 
 void kvf_proto_token_hash(const char *token, uint8_t out[16]);
 void kvf_proto_encode_cm(uint8_t out[KVF_PROTO_CM_LEN], const struct kvf_cm_hello *h);
-/* -EBADMSG (short or bad magic: detail says which) or 0. The version is
- * returned as is; the caller compares it. */
+/* -EBADMSG (short, bad magic, or our version with the reserved byte not 0:
+ * detail says which) or 0. The version is returned as is; the caller
+ * compares it. */
 int kvf_proto_decode_cm(const void *buf, size_t len, struct kvf_cm_hello *h,
 			char *detail, size_t dlen);
 void kvf_proto_encode_rej(uint8_t out[KVF_PROTO_REJ_LEN], enum kvf_rej_code code,

@@ -251,6 +251,52 @@ Test(proto, abort_malformations)
 	expect_reject(KVF_PROTO_HDR_LEN, -EBADMSG, "ABORT of 24 bytes");
 }
 
+/* Every reserved field is 0 on receipt: a header's decides before any room
+ * is named (the connection goes), a body's fails its frame like any other
+ * malformation. */
+Test(proto, reserved_fields_must_be_zero)
+{
+	struct kvf_hello_buf in[2] = {{.addr = 0x1000, .block_size = 64, .rkey = 1},
+				      {.addr = 0x9000, .block_size = 64, .rkey = 2}};
+	struct kvf_frame f;
+	bool names = true;
+	int len;
+
+	len = kvf_proto_encode_abort_ack(buf, sizeof(buf), 3);
+	buf[7] = 1;
+	cr_assert_eq(decode((size_t)len, &f, &names), -EBADMSG);
+	cr_assert(strstr(why, "header flags 0x01"), "%s", why);
+	cr_assert_not(names, "a bad header names no room");
+	buf[7] = 0;
+	buf[15] = 0x80;
+	expect_reject((size_t)len, -EBADMSG, "reserved 0x80000000");
+
+	len = kvf_proto_encode_heartbeat(buf, sizeof(buf));
+	buf[16] = 2;
+	cr_assert_eq(decode((size_t)len, &f, &names), -EBADMSG);
+	cr_assert(strstr(why, "HEARTBEAT with room id 0x2"), "%s", why);
+	cr_assert_not(names);
+
+	len = kvf_proto_encode_hello(buf, sizeof(buf), "x", 10, in, 2);
+	buf[23] = 1;
+	cr_assert_eq(decode((size_t)len, &f, &names), -EBADMSG);
+	cr_assert(strstr(why, "HELLO with room id 0x100000000000000"), "%s", why);
+	cr_assert_not(names);
+	buf[23] = 0;
+	buf[KVF_PROTO_HELLO_FIXED + KVF_PROTO_HELLO_BUF_LEN + 20] = 7;
+	expect_reject((size_t)len, -EBADMSG, "HELLO buffer 1: reserved word 0x00000007");
+
+	len = kvf_proto_encode_abort(buf, sizeof(buf), 3, 1, 1);
+	buf[KVF_PROTO_HDR_LEN + 1] = 9;
+	cr_assert_eq(decode((size_t)len, &f, &names), -EBADMSG);
+	cr_assert(strstr(why, "reserved bytes 0x09, 0x00000000"), "%s", why);
+	cr_assert(names, "a bad ABORT body fails its room");
+	cr_assert_eq(f.room_id, 3);
+	buf[KVF_PROTO_HDR_LEN + 1] = 0;
+	buf[KVF_PROTO_HDR_LEN + 7] = 1;
+	expect_reject((size_t)len, -EBADMSG, "0x00, 0x01000000");
+}
+
 Test(proto, cm_private_data)
 {
 	struct kvf_cm_hello in = {.version = KVF_PROTO_VERSION, .frame_max = 65536}, out;
@@ -278,6 +324,17 @@ Test(proto, cm_private_data)
 	cr_assert_eq(out.mtu, 3);
 	cr_assert_eq(out.version, KVF_PROTO_VERSION);
 	cr_assert_eq(out.frame_max, 65536);
+
+	/* The byte after the MTU is reserved: 0 in our version, anything in
+	 * another (the caller refuses that version by name). */
+	pd[7] = 1;
+	cr_assert_eq(kvf_proto_decode_cm(pd, sizeof(pd), &out, why, sizeof(why)), -EBADMSG);
+	cr_assert(strstr(why, "reserved byte 0x01"), "%s", why);
+	pd[4]++;
+	cr_assert_eq(kvf_proto_decode_cm(pd, sizeof(pd), &out, why, sizeof(why)), 0, "%s", why);
+	cr_assert_eq(out.version, KVF_PROTO_VERSION + 1);
+	pd[4]--;
+	pd[7] = 0;
 
 	cr_assert_eq(kvf_proto_decode_cm(pd, 20, &out, why, sizeof(why)), -EBADMSG);
 	cr_assert(strstr(why, "20 bytes"), "%s", why);
