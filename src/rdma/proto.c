@@ -439,6 +439,27 @@ void kvf_proto_reasm_clear(struct kvf_room_reasm *ra)
 	free(ra->pi);
 	ra->pi = NULL;
 	ra->have = 0;
+	ra->cap = 0;
+}
+
+/* Room for n more ids: at least doubling (so a long list costs few
+ * reallocs), never past the list's total. */
+static int reasm_grow(struct kvf_room_reasm *ra, uint32_t n)
+{
+	uint32_t total = ra->pi->nblocks, need = ra->have + n, cap = ra->cap;
+	struct kvf_peer_info *pi;
+
+	if (need <= cap)
+		return 0;
+	cap = cap > total / 2 ? total : cap * 2;
+	if (cap < need)
+		cap = need;
+	pi = realloc(ra->pi, sizeof(*pi) + (size_t)cap * sizeof(pi->blocks[0]));
+	if (!pi)
+		return -ENOMEM;
+	ra->pi = pi;
+	ra->cap = cap;
+	return 0;
 }
 
 static void copy_ids(struct kvf_room_reasm *ra, const struct kvf_frame *f)
@@ -455,6 +476,7 @@ static int reasm_done(struct kvf_room_reasm *ra, struct kvf_peer_info **done)
 	*done = ra->pi;
 	ra->pi = NULL;
 	ra->have = 0;
+	ra->cap = 0;
 	return 1;
 }
 
@@ -469,41 +491,75 @@ static void drop_pending(struct kvf_room_reasm *ra, struct kvf_reasm_drop *drop,
 	kvf_proto_reasm_clear(ra);
 }
 
-int kvf_proto_reasm_feed(struct kvf_room_reasm *ra, const struct kvf_frame *f,
+bool kvf_proto_reasm_expire(struct kvf_room_reasm *ra, uint64_t now_ns,
+			    struct kvf_reasm_drop *drop)
+{
+	uint64_t age = now_ns > ra->started_ns ? now_ns - ra->started_ns : 0;
+
+	drop->set = false;
+	if (!ra->pi || age <= KVF_PROTO_REASM_MAX_NS)
+		return false;
+	drop->set = true;
+	drop->room_id = ra->pi->room_id;
+	ra->expired++;
+	snprintf(drop->why, sizeof(drop->why), "ROOM_INFO sequence not whole after %" PRIu64
+		 " ms: %" PRIu32 " of %" PRIu32 " block ids received (%" PRIu64
+		 " sequences dropped for age on this connection)", age / 1000000, ra->have,
+		 ra->pi->nblocks, ra->expired);
+	kvf_proto_reasm_clear(ra);
+	return true;
+}
+
+static int reasm_start(struct kvf_room_reasm *ra, const struct kvf_frame *f, uint64_t now_ns,
+		       struct kvf_peer_info **done, struct kvf_reasm_drop *drop,
+		       char *detail, size_t dlen)
+{
+	const struct kvf_peer_info *pi = ra->pi;
+	uint32_t n = f->room_info.nblocks;
+
+	if (pi && pi->room_id == f->room_id) {
+		uint32_t have = ra->have, total = pi->nblocks;
+
+		kvf_proto_reasm_clear(ra);
+		BAD(-EBADMSG, "a second ROOM_INFO for the room with %" PRIu32 " of its %" PRIu32
+		    " block ids received", have, total);
+	}
+	if (pi)
+		drop_pending(ra, drop, f);
+	/* This frame's ids only: the declared total is the peer's word. */
+	ra->pi = malloc(sizeof(*ra->pi) + (size_t)n * sizeof(ra->pi->blocks[0]));
+	if (!ra->pi)
+		BAD(-ENOMEM, "no memory for a ROOM_INFO of %" PRIu32 " blocks", n);
+	ra->pi->room_id = f->room_id;
+	ra->pi->recv_handle = f->room_info.recv_handle;
+	ra->pi->peer = 0;
+	ra->pi->nblocks = f->room_info.total;
+	ra->have = 0;
+	ra->cap = n;
+	ra->started_ns = now_ns;
+	copy_ids(ra, f);
+	return reasm_done(ra, done);
+}
+
+int kvf_proto_reasm_feed(struct kvf_room_reasm *ra, const struct kvf_frame *f, uint64_t now_ns,
 			 struct kvf_peer_info **done, struct kvf_reasm_drop *drop,
 			 char *detail, size_t dlen)
 {
-	const struct kvf_peer_info *pi = ra->pi;
+	const struct kvf_peer_info *pi;
 	uint32_t off = f->room_info.offset, n = f->room_info.nblocks;
 
-	drop->set = false;
 	*done = NULL;
-	if (f->type == KVF_FR_ROOM_INFO) {
-		if (pi && pi->room_id == f->room_id) {
-			uint32_t have = ra->have, total = pi->nblocks;
-
-			kvf_proto_reasm_clear(ra);
-			BAD(-EBADMSG, "a second ROOM_INFO for the room with %" PRIu32 " of its %" PRIu32
-			    " block ids received", have, total);
-		}
-		if (pi)
-			drop_pending(ra, drop, f);
-		ra->pi = malloc(sizeof(*ra->pi) + (size_t)f->room_info.total * sizeof(ra->pi->blocks[0]));
-		if (!ra->pi)
-			BAD(-ENOMEM, "no memory for a ROOM_INFO of %" PRIu32 " blocks",
-			    f->room_info.total);
-		ra->pi->room_id = f->room_id;
-		ra->pi->recv_handle = f->room_info.recv_handle;
-		ra->pi->peer = 0;
-		ra->pi->nblocks = f->room_info.total;
-		ra->have = 0;
-		copy_ids(ra, f);
-		return reasm_done(ra, done);
-	}
+	/* An expired sequence is gone before the frame is taken: reasm_start
+	 * then finds none to cut short, drop reports the expired one. */
+	kvf_proto_reasm_expire(ra, now_ns, drop);
+	if (f->type == KVF_FR_ROOM_INFO)
+		return reasm_start(ra, f, now_ns, done, drop, detail, dlen);
 	if (f->type != KVF_FR_ROOM_INFO_CONT)
 		BAD(-EINVAL, "%s is not part of a ROOM_INFO", kvf_frame_type_str(f->type));
+	pi = ra->pi;
 	if (!pi)
-		BAD(-EBADMSG, "ROOM_INFO_CONT at offset %" PRIu32 " with no ROOM_INFO before it", off);
+		BAD(-EBADMSG, "ROOM_INFO_CONT at offset %" PRIu32 " with no ROOM_INFO before it%s",
+		    off, drop->set ? " (the one in progress was too old)" : "");
 	if (pi->room_id != f->room_id) {
 		drop_pending(ra, drop, f);
 		BAD(-EBADMSG, "ROOM_INFO_CONT at offset %" PRIu32 " while room %#" PRIx64
@@ -518,6 +574,13 @@ int kvf_proto_reasm_feed(struct kvf_room_reasm *ra, const struct kvf_frame *f,
 			    " (of %" PRIu32 " block ids)", off, have, total);
 		BAD(-EBADMSG, "ROOM_INFO_CONT of %" PRIu32 " block ids at offset %" PRIu32
 		    " runs past the list's %" PRIu32, n, off, total);
+	}
+	if (reasm_grow(ra, n)) {
+		uint32_t total = pi->nblocks;
+
+		kvf_proto_reasm_clear(ra);
+		BAD(-ENOMEM, "no memory for %" PRIu32 " more of a ROOM_INFO's %" PRIu32 " blocks",
+		    n, total);
 	}
 	copy_ids(ra, f);
 	return reasm_done(ra, done);
