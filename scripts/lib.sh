@@ -6,8 +6,9 @@ KVF_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 # Packages a fresh Debian 12 machine needs for the build, the unit suite and
 # the soft-RoCE suite (host tools are also what the VM guest runs: it shares
 # the host's /usr).
+# clang + libclang-rt-14-dev (libclang_rt.fuzzer): the libFuzzer harnesses.
 KVF_PKGS_BUILD=(gcc meson ninja-build pkg-config libconfig-dev libcriterion-dev
-	libck-dev libibverbs-dev librdmacm-dev spin)
+	libck-dev libibverbs-dev librdmacm-dev spin clang libclang-rt-14-dev)
 KVF_PKGS_RDMA=(rdma-core ibverbs-utils ibverbs-providers rdmacm-utils perftest
 	iproute2 kmod)
 KVF_PKGS_VM=(qemu-system-x86 linux-image-amd64 busybox-static cpio)

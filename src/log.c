@@ -61,3 +61,31 @@ void kvf_log_msg(enum kvf_log_level lvl, const char *mod, const char *fmt, ...)
 	strncat(line, "\n", sizeof(line) - strlen(line) - 1);
 	fputs(line, stderr);
 }
+
+char *kvf_log_escape(char *dst, size_t dstlen, const void *src, size_t srclen)
+{
+	static const char hex[] = "0123456789abcdef";
+	const unsigned char *s = src;
+	size_t o = 0;
+
+	if (!dst || !dstlen)
+		return dst;
+	for (size_t i = 0; s && i < srclen; i++) {
+		unsigned char ch = s[i];
+
+		if (ch >= 0x20 && ch <= 0x7e && ch != '\\') {
+			if (o + 1 >= dstlen)
+				break;
+			dst[o++] = (char)ch;
+			continue;
+		}
+		if (o + 4 >= dstlen)
+			break;
+		dst[o++] = '\\';
+		dst[o++] = 'x';
+		dst[o++] = hex[ch >> 4];
+		dst[o++] = hex[ch & 15];
+	}
+	dst[o] = '\0';
+	return dst;
+}

@@ -4,6 +4,9 @@
 #ifndef KVF_LOG_H
 #define KVF_LOG_H
 
+#include <stddef.h>
+#include <string.h>
+
 enum kvf_log_level {
 	KVF_LOG_ERROR = 0,
 	KVF_LOG_WARN,
@@ -20,6 +23,19 @@ int kvf_log_level_parse(const char *s, enum kvf_log_level *out);
 
 void kvf_log_msg(enum kvf_log_level lvl, const char *mod, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+
+/*
+ * Copy srclen bytes of src (a string from a peer) into dst as printable
+ * ASCII for a log line: bytes outside 0x20..0x7e, and the backslash, become
+ * \xNN, so a peer cannot end a line or send terminal escapes. Stops early
+ * (never inside an escape) when dst is full; dst is always NUL-terminated
+ * (dstlen >= 1). Returns dst.
+ */
+char *kvf_log_escape(char *dst, size_t dstlen, const void *src, size_t srclen);
+#define KVF_LOG_ESC_MAX 256
+/* kvf_log_escape of a NUL-terminated string into a buffer that lives until
+ * the end of the enclosing block: for a log call's argument. */
+#define kvf_esc(s) kvf_log_escape((char[KVF_LOG_ESC_MAX]){0}, KVF_LOG_ESC_MAX, (s), strlen(s))
 
 /* Cheap when the level is off: the arguments are not evaluated. */
 #define kvf_log(lvl, mod, ...)                                    \

@@ -291,19 +291,19 @@ static int check_peer_hello(struct kvf_conn *c, const void *pd, size_t len,
 	}
 	if (h.version != KVF_PROTO_VERSION) {
 		*code = KVF_REJ_VERSION;
-		snprintf(why, wlen, "peer %s speaks protocol %u, we speak %u", h.engine_id,
+		snprintf(why, wlen, "peer %s speaks protocol %u, we speak %u", kvf_esc(h.engine_id),
 			 h.version, KVF_PROTO_VERSION);
 		return -EPROTO;
 	}
 	if (memcmp(h.token_hash, c->t->token_hash, sizeof(h.token_hash))) {
 		*code = KVF_REJ_TOKEN;
-		snprintf(why, wlen, "peer %s has a different auth token", h.engine_id);
+		snprintf(why, wlen, "peer %s has a different auth token", kvf_esc(h.engine_id));
 		return -EACCES;
 	}
 	if (h.frame_max < KVF_PROTO_ROOM_INFO_FIXED + 4u) {
 		*code = KVF_REJ_MALFORMED;
 		snprintf(why, wlen, "peer %s takes frames of %u bytes, too small for a ROOM_INFO",
-			 h.engine_id, h.frame_max);
+			 kvf_esc(h.engine_id), h.frame_max);
 		return -EPROTO;
 	}
 	c->peer_frame_max = h.frame_max;
@@ -482,7 +482,8 @@ static void on_failure_event(struct kvf_conn *c, struct rdma_cm_event *ev)
 				     rej, sizeof(rej));
 		/* Not ours: the CM's own reject (status is the IB CM reason on
 		 * IB and RoCE; 8 = no listener on that port). */
-		snprintf(why, sizeof(why), "rejected by %s: %s (status %d)", c->peer, rej, ev->status);
+		snprintf(why, sizeof(why), "rejected by %s: %s (status %d)", c->peer, kvf_esc(rej),
+			 ev->status);
 		kvf_err("conn", "connection %u to %s %s", c->id, c->peer, why);
 	} else if (ev->event == RDMA_CM_EVENT_DISCONNECTED) {
 		snprintf(why, sizeof(why), "peer disconnected");

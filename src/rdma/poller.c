@@ -13,6 +13,7 @@
 #include <kvferry/kvferry.h>
 
 #include "conn.h"
+#include "frame_events.h"
 #include "log.h"
 #include "verbs.h"
 
@@ -44,27 +45,6 @@ int kvf_poller_adopt(struct kvf_rdma *t, struct kvf_conn *c)
 
 /* ------------------------------------------------------------ frames */
 
-static void bad_frame(struct kvf_conn *c, bool names_room, uint64_t room_id, const char *detail)
-{
-	struct kvf_event ev = {
-		.kind = KVF_EV_BAD_FRAME,
-		.role = c->active ? KVF_RECEIVER : KVF_SENDER,
-		.peer = c->group,
-		.key = names_room ? room_id : 0,
-	};
-	char *msg = malloc(256);
-
-	if (msg)
-		snprintf(msg, 256, "from %s: %s", c->peer, detail);
-	ev.data = msg;
-	kvf_warn("poller", "connection %u: bad frame from %s: %s", c->id, c->peer, detail);
-	kvf_rdma_push(c->t, &ev);
-	/* A frame that names no room: nothing on this connection can be
-	 * trusted any more. */
-	if (!names_room)
-		kvf_conn_teardown(c, KVF_FAIL_PEER_LOST, "malformed frame naming no room");
-}
-
 static void on_hello(struct kvf_conn *c, const struct kvf_frame *f)
 {
 	struct kvf_peer_pool *pp;
@@ -92,31 +72,16 @@ static void on_hello(struct kvf_conn *c, const struct kvf_frame *f)
 	 * well. */
 	atomic_store_explicit(&c->peer_pool, pp, memory_order_release);
 	kvf_info("poller", "connection %u: peer %s (%s) pool %" PRIu32 " buffers x %" PRIu32
-		 " blocks", c->id, f->hello.engine_id, c->peer, pp->nbufs, pp->nblocks);
+		 " blocks", c->id, kvf_esc(f->hello.engine_id), c->peer, pp->nbufs, pp->nblocks);
 }
 
-/* ROOM_INFO and ROOM_INFO_CONT: one sequence in progress per connection
- * (proto.h); the room's list is pushed once whole. */
-static void on_room_info(struct kvf_conn *c, const struct kvf_frame *f)
+static void push_event(void *t, const struct kvf_event *ev)
 {
-	struct kvf_event ev = {.kind = KVF_EV_PEER_INFO, .role = KVF_SENDER, .peer = c->group};
-	struct kvf_peer_info *pi;
-	struct kvf_reasm_drop drop;
-	char detail[200];
-	int rc = kvf_proto_reasm_feed(&c->reasm, f, &pi, &drop, detail, sizeof(detail));
-
-	if (drop.set)
-		bad_frame(c, true, drop.room_id, drop.why);
-	if (rc < 0)
-		bad_frame(c, true, f->room_id, detail);
-	if (rc <= 0)
-		return;
-	pi->peer = c->group;
-	ev.key = pi->room_id;
-	ev.data = pi;
-	kvf_rdma_push(c->t, &ev);
+	kvf_rdma_push(t, ev);
 }
 
+/* Decoding and the events a frame makes are device-free (frame_events.c);
+ * what needs the connection stays here. */
 static void on_frame(struct poller *p, struct kvf_conn *c, uint32_t slot, uint32_t len)
 {
 	const uint8_t *buf = c->rx_buf + (size_t)slot * p->t->frame_max;
@@ -126,51 +91,21 @@ static void on_frame(struct poller *p, struct kvf_conn *c, uint32_t slot, uint32
 		.max_bufs = p->hello_max_bufs,
 		.nblocks = pp ? pp->nblocks : 0,
 	};
-	struct kvf_event ev = {.peer = c->group};
+	struct kvf_frame_src src = {
+		.reasm = &c->reasm, .lim = &lim, .conn_id = c->id, .peer = c->group,
+		.role = c->active ? KVF_RECEIVER : KVF_SENDER, .peer_name = c->peer,
+		.push = push_event, .push_arg = c->t,
+	};
 	struct kvf_frame f;
-	char detail[200];
-	bool names;
 
-	if (kvf_proto_decode(buf, len, &lim, &f, &names, detail, sizeof(detail))) {
-		/* A broken part of a ROOM_INFO ends the sequence in progress:
-		 * its room fails with it when it is another room's. */
-		if (names && c->reasm.pi &&
-		    (f.type == KVF_FR_ROOM_INFO || f.type == KVF_FR_ROOM_INFO_CONT)) {
-			if (c->reasm.pi->room_id != f.room_id) {
-				char why[200];
-
-				snprintf(why, sizeof(why), "ROOM_INFO sequence cut short by a "
-					 "malformed %s for room %#" PRIx64,
-					 kvf_frame_type_str(f.type), f.room_id);
-				bad_frame(c, true, c->reasm.pi->room_id, why);
-			}
-			kvf_proto_reasm_clear(&c->reasm);
-		}
-		bad_frame(c, names, f.room_id, detail);
-		return;
-	}
-	switch (f.type) {
-	case KVF_FR_HELLO:
+	switch (kvf_frame_events(&src, buf, len, kvf_rdma_now_ns(), &f)) {
+	case KVF_FRAME_HELLO:
 		on_hello(c, &f);
 		break;
-	case KVF_FR_ROOM_INFO:
-	case KVF_FR_ROOM_INFO_CONT:
-		on_room_info(c, &f);
+	case KVF_FRAME_FATAL:
+		kvf_conn_teardown(c, KVF_FAIL_PEER_LOST, "malformed frame naming no room");
 		break;
-	case KVF_FR_ABORT:
-		ev.kind = KVF_EV_PEER_ABORT;
-		ev.role = f.abort.to_role;
-		ev.status = f.abort.reason;
-		ev.key = f.room_id;
-		kvf_rdma_push(p->t, &ev);
-		break;
-	case KVF_FR_ABORT_ACK:
-		ev.kind = KVF_EV_ABORT_ACK;
-		ev.role = KVF_RECEIVER;
-		ev.key = f.room_id;
-		kvf_rdma_push(p->t, &ev);
-		break;
-	default: /* HEARTBEAT: being heard is all it says */
+	default:
 		break;
 	}
 }

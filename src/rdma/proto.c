@@ -229,6 +229,8 @@ static int decode_hello(const uint8_t *p, size_t len, const struct kvf_proto_lim
 	if (len < KVF_PROTO_HELLO_FIXED)
 		BAD(-EBADMSG, "HELLO of %zu bytes, shorter than its fixed part (%u)",
 		    len, KVF_PROTO_HELLO_FIXED);
+	if (f->room_id)
+		BAD(-EBADMSG, "HELLO with room id %#" PRIx64 " (reserved, 0)", f->room_id);
 	p += KVF_PROTO_HDR_LEN;
 	memcpy(f->hello.engine_id, p, KVF_PROTO_ENGINE_ID_LEN);
 	f->hello.engine_id[KVF_PROTO_ENGINE_ID_LEN] = '\0';
@@ -246,7 +248,11 @@ static int decode_hello(const uint8_t *p, size_t len, const struct kvf_proto_lim
 		    len, f->hello.nbufs, kvf_proto_hello_len(f->hello.nbufs));
 	for (uint32_t i = 0; i < f->hello.nbufs; i++) {
 		struct kvf_hello_buf b;
+		uint32_t resv = get32(f->hello.bufs + (size_t)i * KVF_PROTO_HELLO_BUF_LEN + 20);
 
+		if (resv)
+			BAD(-EBADMSG, "HELLO buffer %" PRIu32 ": reserved word 0x%08" PRIx32
+			    " is not 0", i, resv);
 		kvf_proto_hello_buf(f, i, &b);
 		if (b.block_size == 0 || b.block_size > UINT64_MAX / f->hello.nblocks ||
 		    b.addr + b.block_size * f->hello.nblocks < b.addr)
@@ -327,6 +333,21 @@ static int decode_room_info_cont(const uint8_t *p, size_t len,
 	return check_ids(p, len, KVF_PROTO_ROOM_INFO_CONT_FIXED, lim, f, detail, dlen);
 }
 
+static int decode_abort(const uint8_t *p, size_t len, struct kvf_frame *f, char *detail,
+			size_t dlen)
+{
+	if (len != KVF_PROTO_ABORT_LEN)
+		BAD(-EBADMSG, "ABORT of %zu bytes, expected %u", len, KVF_PROTO_ABORT_LEN);
+	f->abort.to_role = p[KVF_PROTO_HDR_LEN];
+	f->abort.reason = get16(p + KVF_PROTO_HDR_LEN + 2);
+	if (f->abort.to_role > 1)
+		BAD(-EBADMSG, "ABORT for role %u (0 sender, 1 receiver)", f->abort.to_role);
+	if (p[KVF_PROTO_HDR_LEN + 1] || get32(p + KVF_PROTO_HDR_LEN + 4))
+		BAD(-EBADMSG, "ABORT with reserved bytes 0x%02x, 0x%08" PRIx32 " (must be 0)",
+		    p[KVF_PROTO_HDR_LEN + 1], get32(p + KVF_PROTO_HDR_LEN + 4));
+	return 0;
+}
+
 static int decode_body(const uint8_t *p, size_t len, const struct kvf_proto_limits *lim,
 		       struct kvf_frame *f, char *detail, size_t dlen)
 {
@@ -338,18 +359,14 @@ static int decode_body(const uint8_t *p, size_t len, const struct kvf_proto_limi
 	case KVF_FR_ROOM_INFO_CONT:
 		return decode_room_info_cont(p, len, lim, f, detail, dlen);
 	case KVF_FR_ABORT:
-		if (len != KVF_PROTO_ABORT_LEN)
-			BAD(-EBADMSG, "ABORT of %zu bytes, expected %u", len, KVF_PROTO_ABORT_LEN);
-		f->abort.to_role = p[KVF_PROTO_HDR_LEN];
-		f->abort.reason = get16(p + KVF_PROTO_HDR_LEN + 2);
-		if (f->abort.to_role > 1)
-			BAD(-EBADMSG, "ABORT for role %u (0 sender, 1 receiver)", f->abort.to_role);
-		return 0;
+		return decode_abort(p, len, f, detail, dlen);
 	case KVF_FR_ABORT_ACK:
 	case KVF_FR_HEARTBEAT:
 		if (len != KVF_PROTO_HDR_LEN)
 			BAD(-EBADMSG, "%s of %zu bytes, expected %u", kvf_frame_type_str(f->type),
 			    len, KVF_PROTO_HDR_LEN);
+		if (f->type == KVF_FR_HEARTBEAT && f->room_id)
+			BAD(-EBADMSG, "HEARTBEAT with room id %#" PRIx64 " (reserved, 0)", f->room_id);
 		return 0;
 	default:
 		BAD(-EPROTO, "unknown frame type %u", f->type);
@@ -384,6 +401,11 @@ int kvf_proto_decode(const void *buf, size_t len, const struct kvf_proto_limits 
 	if (flen != len)
 		BAD(-EBADMSG, "length mismatch: header says %" PRIu32 " bytes, received %zu",
 		    flen, len);
+	/* Reserved, 0: checked, so a later version may give them a meaning
+	 * that this one refuses rather than misreads. */
+	if (p[7] || get32(p + 12))
+		BAD(-EBADMSG, "header flags 0x%02x, reserved 0x%08" PRIx32 " (must be 0)", p[7],
+		    get32(p + 12));
 	f->room_id = get64(p + 16);
 	/* From here the header is sound: a bad body fails only its room. */
 	if (names_room)
@@ -417,6 +439,27 @@ void kvf_proto_reasm_clear(struct kvf_room_reasm *ra)
 	free(ra->pi);
 	ra->pi = NULL;
 	ra->have = 0;
+	ra->cap = 0;
+}
+
+/* Room for n more ids: at least doubling (so a long list costs few
+ * reallocs), never past the list's total. */
+static int reasm_grow(struct kvf_room_reasm *ra, uint32_t n)
+{
+	uint32_t total = ra->pi->nblocks, need = ra->have + n, cap = ra->cap;
+	struct kvf_peer_info *pi;
+
+	if (need <= cap)
+		return 0;
+	cap = cap > total / 2 ? total : cap * 2;
+	if (cap < need)
+		cap = need;
+	pi = realloc(ra->pi, sizeof(*pi) + (size_t)cap * sizeof(pi->blocks[0]));
+	if (!pi)
+		return -ENOMEM;
+	ra->pi = pi;
+	ra->cap = cap;
+	return 0;
 }
 
 static void copy_ids(struct kvf_room_reasm *ra, const struct kvf_frame *f)
@@ -433,6 +476,7 @@ static int reasm_done(struct kvf_room_reasm *ra, struct kvf_peer_info **done)
 	*done = ra->pi;
 	ra->pi = NULL;
 	ra->have = 0;
+	ra->cap = 0;
 	return 1;
 }
 
@@ -447,41 +491,75 @@ static void drop_pending(struct kvf_room_reasm *ra, struct kvf_reasm_drop *drop,
 	kvf_proto_reasm_clear(ra);
 }
 
-int kvf_proto_reasm_feed(struct kvf_room_reasm *ra, const struct kvf_frame *f,
+bool kvf_proto_reasm_expire(struct kvf_room_reasm *ra, uint64_t now_ns,
+			    struct kvf_reasm_drop *drop)
+{
+	uint64_t age = now_ns > ra->started_ns ? now_ns - ra->started_ns : 0;
+
+	drop->set = false;
+	if (!ra->pi || age <= KVF_PROTO_REASM_MAX_NS)
+		return false;
+	drop->set = true;
+	drop->room_id = ra->pi->room_id;
+	ra->expired++;
+	snprintf(drop->why, sizeof(drop->why), "ROOM_INFO sequence not whole after %" PRIu64
+		 " ms: %" PRIu32 " of %" PRIu32 " block ids received (%" PRIu64
+		 " sequences dropped for age on this connection)", age / 1000000, ra->have,
+		 ra->pi->nblocks, ra->expired);
+	kvf_proto_reasm_clear(ra);
+	return true;
+}
+
+static int reasm_start(struct kvf_room_reasm *ra, const struct kvf_frame *f, uint64_t now_ns,
+		       struct kvf_peer_info **done, struct kvf_reasm_drop *drop,
+		       char *detail, size_t dlen)
+{
+	const struct kvf_peer_info *pi = ra->pi;
+	uint32_t n = f->room_info.nblocks;
+
+	if (pi && pi->room_id == f->room_id) {
+		uint32_t have = ra->have, total = pi->nblocks;
+
+		kvf_proto_reasm_clear(ra);
+		BAD(-EBADMSG, "a second ROOM_INFO for the room with %" PRIu32 " of its %" PRIu32
+		    " block ids received", have, total);
+	}
+	if (pi)
+		drop_pending(ra, drop, f);
+	/* This frame's ids only: the declared total is the peer's word. */
+	ra->pi = malloc(sizeof(*ra->pi) + (size_t)n * sizeof(ra->pi->blocks[0]));
+	if (!ra->pi)
+		BAD(-ENOMEM, "no memory for a ROOM_INFO of %" PRIu32 " blocks", n);
+	ra->pi->room_id = f->room_id;
+	ra->pi->recv_handle = f->room_info.recv_handle;
+	ra->pi->peer = 0;
+	ra->pi->nblocks = f->room_info.total;
+	ra->have = 0;
+	ra->cap = n;
+	ra->started_ns = now_ns;
+	copy_ids(ra, f);
+	return reasm_done(ra, done);
+}
+
+int kvf_proto_reasm_feed(struct kvf_room_reasm *ra, const struct kvf_frame *f, uint64_t now_ns,
 			 struct kvf_peer_info **done, struct kvf_reasm_drop *drop,
 			 char *detail, size_t dlen)
 {
-	const struct kvf_peer_info *pi = ra->pi;
+	const struct kvf_peer_info *pi;
 	uint32_t off = f->room_info.offset, n = f->room_info.nblocks;
 
-	drop->set = false;
 	*done = NULL;
-	if (f->type == KVF_FR_ROOM_INFO) {
-		if (pi && pi->room_id == f->room_id) {
-			uint32_t have = ra->have, total = pi->nblocks;
-
-			kvf_proto_reasm_clear(ra);
-			BAD(-EBADMSG, "a second ROOM_INFO for the room with %" PRIu32 " of its %" PRIu32
-			    " block ids received", have, total);
-		}
-		if (pi)
-			drop_pending(ra, drop, f);
-		ra->pi = malloc(sizeof(*ra->pi) + (size_t)f->room_info.total * sizeof(ra->pi->blocks[0]));
-		if (!ra->pi)
-			BAD(-ENOMEM, "no memory for a ROOM_INFO of %" PRIu32 " blocks",
-			    f->room_info.total);
-		ra->pi->room_id = f->room_id;
-		ra->pi->recv_handle = f->room_info.recv_handle;
-		ra->pi->peer = 0;
-		ra->pi->nblocks = f->room_info.total;
-		ra->have = 0;
-		copy_ids(ra, f);
-		return reasm_done(ra, done);
-	}
+	/* An expired sequence is gone before the frame is taken: reasm_start
+	 * then finds none to cut short, drop reports the expired one. */
+	kvf_proto_reasm_expire(ra, now_ns, drop);
+	if (f->type == KVF_FR_ROOM_INFO)
+		return reasm_start(ra, f, now_ns, done, drop, detail, dlen);
 	if (f->type != KVF_FR_ROOM_INFO_CONT)
 		BAD(-EINVAL, "%s is not part of a ROOM_INFO", kvf_frame_type_str(f->type));
+	pi = ra->pi;
 	if (!pi)
-		BAD(-EBADMSG, "ROOM_INFO_CONT at offset %" PRIu32 " with no ROOM_INFO before it", off);
+		BAD(-EBADMSG, "ROOM_INFO_CONT at offset %" PRIu32 " with no ROOM_INFO before it%s",
+		    off, drop->set ? " (the one in progress was too old)" : "");
 	if (pi->room_id != f->room_id) {
 		drop_pending(ra, drop, f);
 		BAD(-EBADMSG, "ROOM_INFO_CONT at offset %" PRIu32 " while room %#" PRIx64
@@ -496,6 +574,13 @@ int kvf_proto_reasm_feed(struct kvf_room_reasm *ra, const struct kvf_frame *f,
 			    " (of %" PRIu32 " block ids)", off, have, total);
 		BAD(-EBADMSG, "ROOM_INFO_CONT of %" PRIu32 " block ids at offset %" PRIu32
 		    " runs past the list's %" PRIu32, n, off, total);
+	}
+	if (reasm_grow(ra, n)) {
+		uint32_t total = pi->nblocks;
+
+		kvf_proto_reasm_clear(ra);
+		BAD(-ENOMEM, "no memory for %" PRIu32 " more of a ROOM_INFO's %" PRIu32 " blocks",
+		    n, total);
 	}
 	copy_ids(ra, f);
 	return reasm_done(ra, done);
@@ -559,6 +644,9 @@ int kvf_proto_decode_cm(const void *buf, size_t len, struct kvf_cm_hello *h,
 	if (get32(p) != KVF_PROTO_MAGIC)
 		BAD(-EBADMSG, "connection private data without the kvferry magic");
 	h->version = get16(p + 4);
+	/* Another version may use it: the caller's version check says so. */
+	if (h->version == KVF_PROTO_VERSION && p[7])
+		BAD(-EBADMSG, "connection private data with reserved byte 0x%02x (must be 0)", p[7]);
 	h->mtu = p[6];
 	h->frame_max = get32(p + 8);
 	memcpy(h->token_hash, p + 12, 16);

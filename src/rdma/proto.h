@@ -19,7 +19,8 @@
  *   ROOM_INFO_CONT  offset u32, nblocks u32, nblocks x u32
  *   ABORT      to_role u8, reserved u8, reason u16, reserved u32
  *   ABORT_ACK, HEARTBEAT: none
- * Decoding checks every length before reading it.
+ * Decoding checks every length before reading it, and that every reserved
+ * field (and the room id of HELLO and HEARTBEAT) is 0.
  *
  * A room's block list longer than one frame (the peer's receive buffers, at
  * most 64 KiB: ~16K ids) is a sequence: a ROOM_INFO with the total count
@@ -30,7 +31,8 @@
  * between its frames; RC delivers it in order. The receiver keeps one
  * sequence in progress per connection (kvf_room_reasm): a ROOM_INFO or
  * ROOM_INFO_CONT that does not continue it fails the rooms involved (other
- * frame types in between are taken as usual). */
+ * frame types in between are taken as usual), and so does a sequence not
+ * whole within KVF_PROTO_REASM_MAX_NS. */
 #ifndef KVF_PROTO_H
 #define KVF_PROTO_H
 
@@ -135,7 +137,8 @@ int kvf_proto_encode_heartbeat(void *buf, size_t cap);
 /*
  * Decode and validate one received frame of len bytes. Returns 0 and *f, or
  *   -EBADMSG  short, bad magic, length mismatch, a count over a limit,
- *             truncated body, a block id outside the peer pool
+ *             truncated body, a block id outside the peer pool, a reserved
+ *             field not 0
  *   -EPROTO   another protocol version, an unknown type
  * and writes a one-line reason into detail. *names_room (may be NULL) is set
  * when the header was sound and the type names a room: f->room_id is then
@@ -148,10 +151,22 @@ int kvf_proto_decode(const void *buf, size_t len, const struct kvf_proto_limits 
 
 struct kvf_peer_info;
 
-/* One connection's ROOM_INFO sequence in progress. Zero = none. */
+/* A sequence not whole this long after its ROOM_INFO is dropped (its room
+ * fails): a sender posts a sequence back to back, so only a broken or
+ * hostile peer leaves one hanging. Generous: 16M ids (the configured
+ * maximum, 1024 frames of 64 KiB) take ~4 s on a loaded soft-RoCE guest. */
+#define KVF_PROTO_REASM_MAX_NS (30ull * 1000000000ull)
+
+/* One connection's ROOM_INFO sequence in progress. Zero = none. Memory
+ * follows the ids received, not the total a ROOM_INFO declares: a 44-byte
+ * frame announcing 16M ids holds one id, and the list grows (at most
+ * doubling) as ROOM_INFO_CONT frames bring more. */
 struct kvf_room_reasm {
-	struct kvf_peer_info *pi; /* the list being filled (total ids), or NULL */
+	struct kvf_peer_info *pi; /* the list being filled (nblocks = its total), or NULL */
 	uint32_t have;            /* ids received so far */
+	uint32_t cap;             /* ids pi has room for (have <= cap <= total) */
+	uint64_t started_ns;      /* when its ROOM_INFO came (the caller's clock) */
+	uint64_t expired;         /* sequences dropped for age on this connection */
 };
 
 /* A sequence in progress that the fed frame abandoned (another room's). */
@@ -163,7 +178,8 @@ struct kvf_reasm_drop {
 
 /*
  * Feed a decoded ROOM_INFO or ROOM_INFO_CONT (kvf_proto_decode checked its
- * own lengths, ids and limits; this checks the sequence). Returns
+ * own lengths, ids and limits; this checks the sequence) received at now_ns
+ * (any monotonic clock, the same for every call on ra). Returns
  *   1        the list is whole: *done gets it (malloc'd, the caller owns it;
  *            room_id, recv_handle, nblocks and blocks set, peer 0)
  *   0        more frames to come
@@ -171,14 +187,21 @@ struct kvf_reasm_drop {
  *            why) and whatever was buffered for it is freed
  *   -ENOMEM  f->room_id fails: no memory for its list
  * In every case drop->set says that a sequence of ANOTHER room was in
- * progress and is now abandoned and freed: that room fails too (drop->why).
+ * progress and is now abandoned and freed (cut short, or older than
+ * KVF_PROTO_REASM_MAX_NS): that room fails too (drop->why).
  * A ROOM_INFO while one is in progress abandons it (or, for the same room,
  * fails that room); a CONT must name the room in progress and continue at
  * exactly the ids received so far, not past its total.
  */
-int kvf_proto_reasm_feed(struct kvf_room_reasm *ra, const struct kvf_frame *f,
+int kvf_proto_reasm_feed(struct kvf_room_reasm *ra, const struct kvf_frame *f, uint64_t now_ns,
 			 struct kvf_peer_info **done, struct kvf_reasm_drop *drop,
 			 char *detail, size_t dlen);
+/* Drop the sequence in progress if it is older than KVF_PROTO_REASM_MAX_NS
+ * at now_ns: true and *drop (its room fails), counted in ra->expired.
+ * Called on every frame of the connection, so a sequence left hanging is
+ * freed within a heartbeat interval of its bound. */
+bool kvf_proto_reasm_expire(struct kvf_room_reasm *ra, uint64_t now_ns,
+			    struct kvf_reasm_drop *drop);
 /* Free a sequence in progress (connection lost, close). */
 void kvf_proto_reasm_clear(struct kvf_room_reasm *ra);
 
@@ -225,8 +248,9 @@ enum kvf_rej_code {
 
 void kvf_proto_token_hash(const char *token, uint8_t out[16]);
 void kvf_proto_encode_cm(uint8_t out[KVF_PROTO_CM_LEN], const struct kvf_cm_hello *h);
-/* -EBADMSG (short or bad magic: detail says which) or 0. The version is
- * returned as is; the caller compares it. */
+/* -EBADMSG (short, bad magic, or our version with the reserved byte not 0:
+ * detail says which) or 0. The version is returned as is; the caller
+ * compares it. */
 int kvf_proto_decode_cm(const void *buf, size_t len, struct kvf_cm_hello *h,
 			char *detail, size_t dlen);
 void kvf_proto_encode_rej(uint8_t out[KVF_PROTO_REJ_LEN], enum kvf_rej_code code,

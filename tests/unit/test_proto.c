@@ -251,6 +251,52 @@ Test(proto, abort_malformations)
 	expect_reject(KVF_PROTO_HDR_LEN, -EBADMSG, "ABORT of 24 bytes");
 }
 
+/* Every reserved field is 0 on receipt: a header's decides before any room
+ * is named (the connection goes), a body's fails its frame like any other
+ * malformation. */
+Test(proto, reserved_fields_must_be_zero)
+{
+	struct kvf_hello_buf in[2] = {{.addr = 0x1000, .block_size = 64, .rkey = 1},
+				      {.addr = 0x9000, .block_size = 64, .rkey = 2}};
+	struct kvf_frame f;
+	bool names = true;
+	int len;
+
+	len = kvf_proto_encode_abort_ack(buf, sizeof(buf), 3);
+	buf[7] = 1;
+	cr_assert_eq(decode((size_t)len, &f, &names), -EBADMSG);
+	cr_assert(strstr(why, "header flags 0x01"), "%s", why);
+	cr_assert_not(names, "a bad header names no room");
+	buf[7] = 0;
+	buf[15] = 0x80;
+	expect_reject((size_t)len, -EBADMSG, "reserved 0x80000000");
+
+	len = kvf_proto_encode_heartbeat(buf, sizeof(buf));
+	buf[16] = 2;
+	cr_assert_eq(decode((size_t)len, &f, &names), -EBADMSG);
+	cr_assert(strstr(why, "HEARTBEAT with room id 0x2"), "%s", why);
+	cr_assert_not(names);
+
+	len = kvf_proto_encode_hello(buf, sizeof(buf), "x", 10, in, 2);
+	buf[23] = 1;
+	cr_assert_eq(decode((size_t)len, &f, &names), -EBADMSG);
+	cr_assert(strstr(why, "HELLO with room id 0x100000000000000"), "%s", why);
+	cr_assert_not(names);
+	buf[23] = 0;
+	buf[KVF_PROTO_HELLO_FIXED + KVF_PROTO_HELLO_BUF_LEN + 20] = 7;
+	expect_reject((size_t)len, -EBADMSG, "HELLO buffer 1: reserved word 0x00000007");
+
+	len = kvf_proto_encode_abort(buf, sizeof(buf), 3, 1, 1);
+	buf[KVF_PROTO_HDR_LEN + 1] = 9;
+	cr_assert_eq(decode((size_t)len, &f, &names), -EBADMSG);
+	cr_assert(strstr(why, "reserved bytes 0x09, 0x00000000"), "%s", why);
+	cr_assert(names, "a bad ABORT body fails its room");
+	cr_assert_eq(f.room_id, 3);
+	buf[KVF_PROTO_HDR_LEN + 1] = 0;
+	buf[KVF_PROTO_HDR_LEN + 7] = 1;
+	expect_reject((size_t)len, -EBADMSG, "0x00, 0x01000000");
+}
+
 Test(proto, cm_private_data)
 {
 	struct kvf_cm_hello in = {.version = KVF_PROTO_VERSION, .frame_max = 65536}, out;
@@ -278,6 +324,17 @@ Test(proto, cm_private_data)
 	cr_assert_eq(out.mtu, 3);
 	cr_assert_eq(out.version, KVF_PROTO_VERSION);
 	cr_assert_eq(out.frame_max, 65536);
+
+	/* The byte after the MTU is reserved: 0 in our version, anything in
+	 * another (the caller refuses that version by name). */
+	pd[7] = 1;
+	cr_assert_eq(kvf_proto_decode_cm(pd, sizeof(pd), &out, why, sizeof(why)), -EBADMSG);
+	cr_assert(strstr(why, "reserved byte 0x01"), "%s", why);
+	pd[4]++;
+	cr_assert_eq(kvf_proto_decode_cm(pd, sizeof(pd), &out, why, sizeof(why)), 0, "%s", why);
+	cr_assert_eq(out.version, KVF_PROTO_VERSION + 1);
+	pd[4]--;
+	pd[7] = 0;
 
 	cr_assert_eq(kvf_proto_decode_cm(pd, 20, &out, why, sizeof(why)), -EBADMSG);
 	cr_assert(strstr(why, "20 bytes"), "%s", why);
@@ -392,7 +449,7 @@ static struct kvf_peer_info *round_trip_seq(const uint32_t *blocks, uint32_t tot
 		cr_assert_eq(f.room_info.nblocks, n);
 		if (!off)
 			cr_assert_eq(f.room_info.total, total);
-		rc = kvf_proto_reasm_feed(&ra, &f, &done, &drop, why, sizeof(why));
+		rc = kvf_proto_reasm_feed(&ra, &f, 0, &done, &drop, why, sizeof(why));
 		cr_assert_not(drop.set);
 		off += n;
 		(*nframes)++;
@@ -491,7 +548,7 @@ static int feed(struct kvf_room_reasm *ra, uint64_t room, uint32_t off, struct k
 
 	seq_frame(room, off, &f);
 	why[0] = '\0';
-	return kvf_proto_reasm_feed(ra, &f, done, drop, why, sizeof(why));
+	return kvf_proto_reasm_feed(ra, &f, 0, done, drop, why, sizeof(why));
 }
 
 Test(proto, room_info_sequence_malformations)
@@ -571,12 +628,12 @@ Test(proto, room_info_cont_past_total)
 	/* ROOM_INFO: 2 ids of a list of 4. */
 	len = kvf_proto_encode_room_info_part(fbuf, kvf_proto_room_info_len(2), 3, 1, ids, 4, 0, &n);
 	cr_assert_eq(decode_big(fbuf, (size_t)len, &f, NULL), 0, "%s", why);
-	cr_assert_eq(kvf_proto_reasm_feed(&ra, &f, &done, &drop, why, sizeof(why)), 0);
+	cr_assert_eq(kvf_proto_reasm_feed(&ra, &f, 0, &done, &drop, why, sizeof(why)), 0);
 	/* CONT at 2 of a list the sender thinks has 8: 6 ids. */
 	len = kvf_proto_encode_room_info_part(fbuf, sizeof(fbuf), 3, 1, ids, 8, 2, &n);
 	cr_assert_eq(n, 6);
 	cr_assert_eq(decode_big(fbuf, (size_t)len, &f, NULL), 0, "%s", why);
-	cr_assert_eq(kvf_proto_reasm_feed(&ra, &f, &done, &drop, why, sizeof(why)), -EBADMSG);
+	cr_assert_eq(kvf_proto_reasm_feed(&ra, &f, 0, &done, &drop, why, sizeof(why)), -EBADMSG);
 	cr_assert(strstr(why, "runs past the list's 4"), "%s", why);
 	cr_assert_null(ra.pi);
 }
@@ -626,4 +683,89 @@ Test(proto, room_info_sequence_decode_malformations)
 	expect_reject(KVF_PROTO_ROOM_INFO_CONT_FIXED - 1, -EBADMSG, "length mismatch");
 	buf[8] = KVF_PROTO_ROOM_INFO_CONT_FIXED - 1;
 	expect_reject(KVF_PROTO_ROOM_INFO_CONT_FIXED - 1, -EBADMSG, "shorter than its fixed part");
+}
+
+/* A ROOM_INFO announcing the largest list allowed holds only the ids it
+ * carries; the list grows (at most doubling) as the ids come. */
+Test(proto, reasm_memory_follows_the_ids_received)
+{
+	static uint32_t ids[300000];
+	struct kvf_room_reasm ra = {0};
+	struct kvf_reasm_drop drop;
+	struct kvf_peer_info *done = NULL;
+	struct kvf_frame f;
+	uint32_t n, off = 0, last_cap = 0;
+	int len, rc = 0;
+
+	len = kvf_proto_encode_room_info_part(fbuf, kvf_proto_room_info_len(1), 4, 1, ids,
+					      300000, 0, &n);
+	cr_assert_eq(decode_big(fbuf, (size_t)len, &f, NULL), 0, "%s", why);
+	cr_assert_eq(f.room_info.total, 300000);
+	cr_assert_eq(kvf_proto_reasm_feed(&ra, &f, 0, &done, &drop, why, sizeof(why)), 0);
+	cr_assert_eq(ra.cap, 1, "one id received, room for one");
+	cr_assert_eq(ra.pi->nblocks, 300000);
+	for (off = 1; off < 300000; off += n) {
+		len = kvf_proto_encode_room_info_part(fbuf, sizeof(fbuf), 4, 1, ids, 300000, off, &n);
+		cr_assert_eq(decode_big(fbuf, (size_t)len, &f, NULL), 0, "%s", why);
+		rc = kvf_proto_reasm_feed(&ra, &f, 0, &done, &drop, why, sizeof(why));
+		cr_assert_geq(rc, 0, "%s", why);
+		if (rc)
+			break;
+		cr_assert_geq(ra.cap, ra.have);
+		cr_assert_leq(ra.cap, 2 * ra.have, "cap %u for %u ids", ra.cap, ra.have);
+		cr_assert_geq(ra.cap, last_cap);
+		last_cap = ra.cap;
+	}
+	cr_assert_eq(rc, 1);
+	cr_assert_eq(done->nblocks, 300000);
+	free(done);
+}
+
+/* A sequence left hanging is dropped once older than the bound: counted,
+ * its room named, its memory freed; what comes after sees none. */
+Test(proto, reasm_drops_a_sequence_older_than_the_bound)
+{
+	struct kvf_room_reasm ra = {0};
+	struct kvf_reasm_drop drop;
+	struct kvf_peer_info *done;
+	struct kvf_frame f;
+	uint64_t t0 = 5000000000ull;
+
+	seq_frame(5, 0, &f);
+	cr_assert_eq(kvf_proto_reasm_feed(&ra, &f, t0, &done, &drop, why, sizeof(why)), 0);
+	cr_assert_not(kvf_proto_reasm_expire(&ra, t0 + KVF_PROTO_REASM_MAX_NS, &drop));
+	cr_assert_not(drop.set);
+	cr_assert_not_null(ra.pi, "at the bound: still in progress");
+	cr_assert(kvf_proto_reasm_expire(&ra, t0 + KVF_PROTO_REASM_MAX_NS + 1, &drop));
+	cr_assert(drop.set);
+	cr_assert_eq(drop.room_id, 5);
+	cr_assert(strstr(drop.why, "not whole after 30000 ms: 3 of 10 block ids"), "%s", drop.why);
+	cr_assert_null(ra.pi);
+	cr_assert_eq(ra.expired, 1);
+	cr_assert_not(kvf_proto_reasm_expire(&ra, UINT64_MAX, &drop), "nothing left to drop");
+
+	/* Its late CONT: the expired sequence is reported once, the CONT
+	 * continues nothing. */
+	seq_frame(5, 0, &f);
+	cr_assert_eq(kvf_proto_reasm_feed(&ra, &f, t0, &done, &drop, why, sizeof(why)), 0);
+	seq_frame(5, 3, &f);
+	cr_assert_eq(kvf_proto_reasm_feed(&ra, &f, t0 + KVF_PROTO_REASM_MAX_NS + 1, &done, &drop,
+					  why, sizeof(why)), -EBADMSG);
+	cr_assert(drop.set);
+	cr_assert(strstr(why, "the one in progress was too old"), "%s", why);
+	cr_assert_eq(ra.expired, 2);
+
+	/* Another room's ROOM_INFO after the bound: the old one is reported
+	 * expired (not cut short), the new one starts. */
+	seq_frame(5, 0, &f);
+	cr_assert_eq(kvf_proto_reasm_feed(&ra, &f, t0, &done, &drop, why, sizeof(why)), 0);
+	seq_frame(6, 0, &f);
+	cr_assert_eq(kvf_proto_reasm_feed(&ra, &f, t0 + KVF_PROTO_REASM_MAX_NS + 1, &done, &drop,
+					  why, sizeof(why)), 0);
+	cr_assert(drop.set);
+	cr_assert_eq(drop.room_id, 5);
+	cr_assert(strstr(drop.why, "not whole after"), "%s", drop.why);
+	cr_assert_eq(ra.pi->room_id, 6);
+	cr_assert_eq(ra.started_ns, t0 + KVF_PROTO_REASM_MAX_NS + 1);
+	kvf_proto_reasm_clear(&ra);
 }

@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * libFuzzer harness for ROOM_INFO reassembly (src/rdma/proto.c): an input is
+ * a sequence of records (fuzz_records.h); each record's bytes are decoded as
+ * a frame and, when a ROOM_INFO or ROOM_INFO_CONT, fed to one connection's
+ * kvf_room_reasm, as frame_events.c does. op's low 7 bits advance the clock
+ * by op x 0.5 s before the frame (so sequences expire); with op >= 0x80
+ * the sequence's age is checked before the frame (as frame_events.c does on
+ * every frame), else after it (a frame of another type that came next).
+ *
+ * Checks, after every record: memory follows the ids received (have <= cap
+ * <= 2 x have, cap <= the list's total); a whole list has its total of ids,
+ * every one inside the pool, for the room of the sequence; a sequence is
+ * never older than the bound after a frame; nothing leaks (LSan).
+ * Run it with scripts/fuzz.sh reasm SECONDS.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "event.h"
+#include "fuzz_records.h"
+#include "rdma/proto.h"
+
+#define HALF_S 500000000ull
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void broken(const char *what)
+{
+	char msg[256];
+
+	snprintf(msg, sizeof(msg), "fuzz_reasm: %s", what);
+	fprintf(stderr, "%s\n", msg);
+	if (__sanitizer_report_error_summary)
+		__sanitizer_report_error_summary(msg);
+	abort();
+}
+
+static const struct kvf_proto_limits lim = {.max_blocks = 4096, .max_bufs = 8, .nblocks = 1000};
+
+static void check_state(const struct kvf_room_reasm *ra, uint64_t now)
+{
+	if (!ra->pi) {
+		if (ra->have || ra->cap)
+			broken("counts left with no sequence");
+		return;
+	}
+	if (ra->have > ra->cap || ra->cap > ra->pi->nblocks || ra->cap > 2 * (uint64_t)ra->have)
+		broken("memory does not follow the ids received");
+	if (ra->have >= ra->pi->nblocks)
+		broken("a whole list left in progress");
+	if (now - ra->started_ns > KVF_PROTO_REASM_MAX_NS)
+		broken("a sequence older than the bound survived a frame");
+}
+
+static void check_done(const struct kvf_peer_info *pi, uint64_t room)
+{
+	if (pi->room_id != room)
+		broken("a list for another room than its frame's");
+	for (uint32_t i = 0; i < pi->nblocks; i++)
+		if (pi->blocks[i] >= lim.nblocks)
+			broken("a block id outside the pool in a whole list");
+}
+
+static void one_frame(struct kvf_room_reasm *ra, const struct fuzz_record *r, uint64_t now)
+{
+	struct kvf_peer_info *done = NULL;
+	struct kvf_reasm_drop drop;
+	struct kvf_frame f;
+	char why[200];
+	int rc;
+
+	if (r->op & 0x80)
+		kvf_proto_reasm_expire(ra, now, &drop);
+	if (kvf_proto_decode(r->data, r->len, &lim, &f, NULL, why, sizeof(why))) {
+		/* frame_events.c: a malformed part ends the sequence. */
+		if (f.type == KVF_FR_ROOM_INFO || f.type == KVF_FR_ROOM_INFO_CONT)
+			kvf_proto_reasm_clear(ra);
+		return;
+	}
+	if (f.type != KVF_FR_ROOM_INFO && f.type != KVF_FR_ROOM_INFO_CONT)
+		return;
+	rc = kvf_proto_reasm_feed(ra, &f, now, &done, &drop, why, sizeof(why));
+	if (rc < 0 && rc != -EBADMSG)
+		broken("unexpected return");
+	if ((rc == 1) != (done != NULL))
+		broken("a whole list not handed over, or handed over unfinished");
+	if (done) {
+		check_done(done, f.room_id);
+		free(done);
+	}
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct kvf_room_reasm ra = {0};
+	struct fuzz_record r;
+	uint64_t now = 1000000000ull;
+
+	while (fuzz_next_record(&data, &size, &r)) {
+		now += (uint64_t)(r.op & 0x7f) * HALF_S;
+		one_frame(&ra, &r, now);
+		/* the age is checked on every frame: on those too */
+		if (!(r.op & 0x80)) {
+			struct kvf_reasm_drop drop;
+
+			kvf_proto_reasm_expire(&ra, now, &drop);
+		}
+		check_state(&ra, now);
+	}
+	kvf_proto_reasm_clear(&ra);
+	return 0;
+}
