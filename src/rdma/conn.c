@@ -11,6 +11,8 @@
 
 #include <kvferry/kvferry.h>
 
+#include "clock.h"
+#include "hash.h"
 #include "log.h"
 #include "verbs.h"
 
@@ -136,22 +138,11 @@ struct kvf_conn *kvf_conn_find_peer(struct kvf_rdma *t, const char *peer)
 	return found;
 }
 
-/* splitmix64's finalizer: room ids may be sequential or random; either way
- * they spread evenly over the QPs. */
-static uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ull;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
 struct kvf_conn *kvf_conn_pick(struct kvf_conn *g, uint64_t key)
 {
 	if (!g->members || g->members->n <= 1)
 		return g;
-	return g->members->qp[mix64(key) % g->members->n];
+	return g->members->qp[kvf_mix64(key) % g->members->n];
 }
 
 void kvf_conn_unlink(struct kvf_conn *c)
@@ -232,7 +223,7 @@ int kvf_conn_new(struct kvf_rdma *t, bool active, const char *peer, uint32_t gro
 	pthread_mutex_init(&c->lock, NULL);
 	atomic_init(&c->refs, 2); /* the caller's and the table's */
 	atomic_init(&c->state, KVF_CONN_NEW);
-	c->created_ns = kvf_rdma_now_ns();
+	c->created_ns = kvf_monotonic_ns();
 	atomic_init(&c->last_heard_ns, c->created_ns);
 	rc = alloc_buffers(c);
 	if (rc)
@@ -407,7 +398,7 @@ static bool kill_one(struct kvf_conn *c, uint16_t reason, const char *why, bool 
 	pthread_mutex_unlock(&c->lock);
 	if (c->cm_id && st >= KVF_CONN_CONNECTING)
 		rdma_disconnect(c->cm_id); /* tell the peer now, not at its timeout */
-	c->dead_ns = kvf_rdma_now_ns();
+	c->dead_ns = kvf_monotonic_ns();
 	c->lost_reason = reason;
 	if (c->group != c->id)
 		kvf_warn("conn", "connection %u (queue pair of peer connection %u, %s, qp 0x%x) "
@@ -479,7 +470,7 @@ void kvf_conn_set_established(struct kvf_conn *c, const char *how)
 {
 	bool now = false;
 
-	atomic_store(&c->last_heard_ns, kvf_rdma_now_ns());
+	atomic_store(&c->last_heard_ns, kvf_monotonic_ns());
 	pthread_mutex_lock(&c->lock);
 	if (atomic_load(&c->state) < KVF_CONN_ESTABLISHED) {
 		/* Release pairs with the load-acquire of state in conn_flush

@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "conn.h"
@@ -24,14 +23,6 @@
 #include "verbs.h"
 
 #define FRAME_CAP (64u * 1024u)
-
-uint64_t kvf_rdma_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 void kvf_rdma_wake(struct kvf_rdma *t)
 {

@@ -14,6 +14,7 @@
 
 #include <kvferry/kvferry.h>
 
+#include "clock.h"
 #include "conn.h"
 #include "log.h"
 #include "pool.h"
@@ -431,7 +432,7 @@ static int op_progress(void *tp, uint64_t now_ns)
 {
 	struct kvf_rdma *t = tp;
 	struct kvf_conn *live[64];
-	uint64_t now = kvf_rdma_now_ns(); /* the poller's clock, not the engine's */
+	uint64_t now = kvf_monotonic_ns(); /* the poller's clock, not the engine's */
 	uint64_t hb = (uint64_t)t->cfg.heartbeat_interval_ms * 1000000ull;
 	uint32_t n = 0, start = 0;
 

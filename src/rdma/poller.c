@@ -12,8 +12,10 @@
 
 #include <kvferry/kvferry.h>
 
+#include "clock.h"
 #include "conn.h"
 #include "log.h"
+#include "names.h"
 #include "verbs.h"
 
 #define CQ_ACK_BATCH 64u
@@ -192,7 +194,7 @@ static void on_recv(struct poller *p, struct kvf_conn *c, const struct ibv_wc *w
 		kvf_conn_teardown(c, KVF_FAIL_PEER_LOST, why);
 		return;
 	}
-	atomic_store_explicit(&c->last_heard_ns, kvf_rdma_now_ns(), memory_order_relaxed);
+	atomic_store_explicit(&c->last_heard_ns, kvf_monotonic_ns(), memory_order_relaxed);
 	/* Before the frame becomes an event: a ROOM_INFO pushed while we are
 	 * still CONNECTING would have its writes refused (-ENOTCONN) and the
 	 * room failed as peer lost. Our QP is in RTS since the accept. */
@@ -242,7 +244,7 @@ static void on_send(struct poller *p, struct kvf_conn *c, const struct ibv_wc *w
 		 * wait on this connection would only learn it from a deadline. */
 		snprintf(why, sizeof(why), "%s (vendor_err 0x%x, qp 0x%x): %s",
 			 ibv_wc_status_str(wc->status), wc->vendor_err, wc->qp_num,
-			 kvf_wc_hint(wc->status));
+			 kvf_wc_status_hint(wc->status));
 		kvf_conn_teardown(c, KVF_FAIL_PEER_LOST, why);
 	}
 }
@@ -571,11 +573,11 @@ void *kvf_poller_main(void *arg)
 	p.batch = t->cfg.poll_batch ? t->cfg.poll_batch : 32;
 	p.hello_max_bufs = (uint32_t)((t->frame_max - KVF_PROTO_HELLO_FIXED) / KVF_PROTO_HELLO_BUF_LEN);
 	p.wcs = t->wcs;
-	idle_since = kvf_rdma_now_ns();
+	idle_since = kvf_monotonic_ns();
 	/* Acquire pairs with the store-release of stop in kvf_rdma_close. */
 	while (!atomic_load_explicit(&t->stop, memory_order_acquire)) {
 		int busy = poll_all(&p);
-		uint64_t now = kvf_rdma_now_ns();
+		uint64_t now = kvf_monotonic_ns();
 
 		if (busy)
 			idle_since = now;
@@ -586,7 +588,7 @@ void *kvf_poller_main(void *arg)
 		if (now - last_house >= HOUSEKEEP_NS) {
 			/* A fresh clock: handle_fds() above may have just created
 			 * or established a connection, stamped after now. */
-			housekeeping(t, kvf_rdma_now_ns());
+			housekeeping(t, kvf_monotonic_ns());
 			last_house = now;
 		}
 		if (!busy && now - idle_since >= idle_ns)

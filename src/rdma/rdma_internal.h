@@ -84,7 +84,6 @@ struct kvf_rdma {
 extern const struct kvf_transport_ops kvf_rdma_ops;
 void kvf_rdma_close(void *t);
 
-uint64_t kvf_rdma_now_ns(void);
 void kvf_rdma_wake(struct kvf_rdma *t);
 void kvf_rdma_push(struct kvf_rdma *t, const struct kvf_event *ev);
 
