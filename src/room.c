@@ -149,10 +149,25 @@ static void enter_state(struct kvf_engine *eng, struct kvf_slot *r, unsigned sta
 	arm_deadline(eng, r); /* FREE has none: cancels */
 }
 
+void kvf_room_bind(struct kvf_engine *eng, struct kvf_slot *r, uint32_t conn)
+{
+	uint32_t slot = kvf_slot_index(eng, r);
+
+	r->conn = conn;
+	if (r->list_conn == conn)
+		return;
+	kvf_conn_rooms_del(&eng->by_conn, eng->slots, slot);
+	if (conn)
+		kvf_conn_rooms_add(&eng->by_conn, eng->slots, slot, conn);
+}
+
 void kvf_room_transition(struct kvf_engine *eng, struct kvf_slot *r, unsigned to)
 {
 	assert(kvf_room_transition_allowed((enum kvf_role)r->role, r->state, to));
 	eng->transitions[r->role & 1][r->state][to]++;
+	/* A released room leaves its list; a conn written outside the engine
+	 * (api.c binds a receiver as it sends its ROOM_INFO) joins one. */
+	kvf_room_bind(eng, r, to == KVF_ROOM_FREE ? 0 : r->conn);
 	leave_state(eng, r);
 	enter_state(eng, r, to);
 }
