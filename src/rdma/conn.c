@@ -36,8 +36,6 @@ const char *kvf_conn_state_str(int s)
 
 static void conn_free(struct kvf_conn *c)
 {
-	struct kvf_pframe *f;
-
 	/* Normally kvf_conn_destroy ran on the poller; at close it may not. */
 	if (c->qp)
 		ibv_destroy_qp(c->qp);
@@ -52,11 +50,7 @@ static void conn_free(struct kvf_conn *c)
 		ibv_dereg_mr(c->rx_mr);
 	if (c->tx_mr)
 		ibv_dereg_mr(c->tx_mr);
-	while ((f = c->fq_head)) {
-		c->fq_head = f->next;
-		free(f->blocks);
-		free(f);
-	}
+	kvf_frameq_fini(&c->fq);
 	kvf_proto_reasm_clear(&c->reasm);
 	for (uint32_t i = 1; c->members && i < c->members->n; i++)
 		kvf_conn_put(c->members->qp[i]);
@@ -180,6 +174,17 @@ static int post_send(void *ctx, struct ibv_send_wr *wr, struct ibv_send_wr **bad
 	return -rc;
 }
 
+/* Control frames one connection may have waiting (frameq.h): each is owed
+ * for a room or an early entry of ours (a ROOM_INFO, an ABORT, an
+ * ABORT_ACK), twice over to be generous; more means a peer that stopped
+ * draining its receive queue while making us reply. */
+static uint32_t frames_max(const struct kvf_config *cfg)
+{
+	uint64_t n = 2ull * ((uint64_t)cfg->max_rooms + cfg->max_tombstones) + 64;
+
+	return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+}
+
 static int alloc_buffers(struct kvf_conn *c)
 {
 	struct kvf_rdma *t = c->t;
@@ -196,9 +201,13 @@ static int alloc_buffers(struct kvf_conn *c)
 	rc = kvf_sendq_init(&c->sq, 0, cfg->sq_depth, t->max_sge, t->signal_every, post_send, c);
 	if (rc)
 		return rc;
+	/* The biggest room there can be always fits alone: at most one WR
+	 * per block per buffer, and the immediate. */
+	if (c->sq.pend_max < (size_t)KVF_HELLO_MAX_BUFS * cfg->max_blocks_per_room + 1)
+		c->sq.pend_max = (size_t)KVF_HELLO_MAX_BUFS * cfg->max_blocks_per_room + 1;
 	for (uint32_t i = 0; i < c->tx_n; i++)
 		c->tx_free[c->tx_nfree++] = c->tx_n - 1 - i;
-	c->fq_tail = &c->fq_head;
+	kvf_frameq_init(&c->fq, frames_max(cfg));
 	rc = kvf_verbs_reg_mr(t->pd, c->rx_buf, (size_t)c->rx_n * t->frame_max,
 			      IBV_ACCESS_LOCAL_WRITE, "receive buffers", &c->rx_mr);
 	if (!rc)

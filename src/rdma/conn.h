@@ -53,6 +53,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "frameq.h"
 #include "proto.h"
 #include "rdma_internal.h"
 #include "sendq.h"
@@ -67,20 +68,6 @@ enum kvf_conn_state {
 	KVF_CONN_NUM_STATES
 };
 const char *kvf_conn_state_str(int s);
-
-/* A control frame waiting for a send buffer (len bytes of data); or, with
- * len 0, a room's whole ROOM_INFO sequence (proto.h): encoded frame by frame
- * straight into the send buffers when posted, each to the peer's frame size,
- * and kept at the head of the queue until its last frame is posted, so
- * nothing comes between its frames on the queue pair. */
-struct kvf_pframe {
-	struct kvf_pframe *next;
-	uint32_t len;
-	uint32_t total, sent;      /* sequence: ids in the list, ids posted */
-	uint64_t room_id, recv_handle;
-	uint32_t *blocks;          /* sequence: the total ids (malloc'd) */
-	uint8_t data[];
-};
 
 /* What the peer's HELLO told us; written once by the poller before any
  * ROOM_INFO of that peer is pushed, so the ring orders it for the reader. */
@@ -140,6 +127,9 @@ struct kvf_conn {
 	uint8_t peer_mtu;              /* enum ibv_mtu the peer asked for / set, 0 none */
 	uint8_t mtu;                   /* enum ibv_mtu our QP uses (RTR) */
 	atomic_int teardown_req;       /* a fail reason the scheduler asked for, 0 none */
+	char teardown_why[160];        /* the scheduler's why, written before
+	                                  teardown_req is set (its seq_cst store
+	                                  publishes it; the poller reads it after) */
 
 	/* Send side: scheduler only. */
 	uint8_t *tx_buf;
@@ -148,7 +138,7 @@ struct kvf_conn {
 	uint32_t *tx_free;
 	uint32_t tx_nfree;
 	struct kvf_sendq sq;           /* writes, credits; posts through post_send */
-	struct kvf_pframe *fq_head, **fq_tail;
+	struct kvf_frameq fq;          /* control frames waiting, heartbeat owed */
 	bool hello_sent;
 	uint64_t last_hb_ns;
 };

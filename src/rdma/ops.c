@@ -25,11 +25,14 @@
 
 /* ============================================ control frames (scheduler) */
 
-static void request_teardown(struct kvf_conn *c, uint16_t reason)
+/* The first request stands. The scheduler is the only writer of
+ * teardown_req, so why is written before the store that publishes it. */
+static void request_teardown(struct kvf_conn *c, uint16_t reason, const char *why)
 {
-	int none = 0;
-
-	atomic_compare_exchange_strong(&c->teardown_req, &none, reason);
+	if (!atomic_load(&c->teardown_req)) {
+		snprintf(c->teardown_why, sizeof(c->teardown_why), "%s", why);
+		atomic_store(&c->teardown_req, reason);
+	}
 	kvf_rdma_wake(c->t);
 }
 
@@ -78,7 +81,7 @@ static int send_hello(struct kvf_conn *c)
 	if (len < 0) {
 		kvf_err("rdma", "connection %u: HELLO for %u buffers does not fit the peer's "
 			"%u-byte frames", c->id, pool->nbufs, c->peer_frame_max);
-		request_teardown(c, KVF_FAIL_CONNECT);
+		request_teardown(c, KVF_FAIL_CONNECT, "HELLO does not fit the peer's frames");
 		return len;
 	}
 	rc = post_frame(c, buf, (uint32_t)len);
@@ -105,13 +108,52 @@ static int send_room_info_part(struct kvf_conn *c, struct kvf_pframe *f)
 		kvf_err("rdma", "connection %u: room %#" PRIx64 ": ROOM_INFO does not fit the "
 			"peer's %u-byte frames; tearing the connection down", c->id, f->room_id,
 			c->peer_frame_max);
-		request_teardown(c, KVF_FAIL_CONNECT);
+		request_teardown(c, KVF_FAIL_CONNECT, "ROOM_INFO does not fit the peer's frames");
 		f->sent = f->total;
 		return 0;
 	}
 	rc = post_frame(c, buf, (uint32_t)len);
 	if (!rc)
 		f->sent += n;
+	return rc;
+}
+
+static int send_heartbeat(struct kvf_conn *c)
+{
+	uint32_t i = c->tx_free[c->tx_nfree - 1];
+	uint8_t *buf = c->tx_buf + (size_t)i * c->t->frame_max;
+	int rc;
+
+	kvf_proto_encode_heartbeat(buf, KVF_PROTO_HDR_LEN);
+	rc = post_frame(c, buf, KVF_PROTO_HDR_LEN);
+	if (!rc)
+		kvf_frameq_hb_sent(&c->fq);
+	return rc;
+}
+
+/* The head frame: a ROOM_INFO sequence's next part, or a fixed frame.
+ * *done when it left the queue's head for good. */
+static int send_head(struct kvf_conn *c, struct kvf_pframe *f, bool *done)
+{
+	int rc = 0;
+
+	*done = true;
+	if (!f->len) {
+		/* A ROOM_INFO sequence stays at the head until its last frame
+		 * is posted: nothing gets between its frames. */
+		rc = send_room_info_part(c, f);
+		*done = !rc && f->sent >= f->total;
+	} else if (f->len > c->peer_frame_max) {
+		/* Not reached: the fixed frames are far smaller than the
+		 * smallest frame size connect accepts. */
+		kvf_err("rdma", "connection %u: %u-byte %s for room %#" PRIx64 " is over the "
+			"peer's %u-byte frames; dropped", c->id, f->len,
+			kvf_frame_type_str(f->data[6]), kvf_proto_frame_room(f->data),
+			c->peer_frame_max);
+	} else {
+		rc = post_frame(c, f->data, f->len);
+		*done = !rc;
+	}
 	return rc;
 }
 
@@ -126,32 +168,21 @@ static int send_frames(struct kvf_conn *c)
 		if (rc)
 			return rc;
 	}
-	while (c->fq_head && c->tx_nfree && kvf_sendq_credits(&c->sq)) {
-		struct kvf_pframe *f = c->fq_head;
+	while (c->tx_nfree && kvf_sendq_credits(&c->sq)) {
+		struct kvf_pframe *f = kvf_frameq_head(&c->fq);
+		bool done;
 
-		if (!f->len) {
-			/* A ROOM_INFO sequence stays at the head until its last
-			 * frame is posted: nothing gets between its frames. */
-			rc = send_room_info_part(c, f);
-			if (rc)
-				return rc;
-			if (f->sent < f->total)
-				continue;
-		} else if (f->len > c->peer_frame_max) {
-			/* Not reached: the fixed frames are far smaller than the
-			 * smallest frame size connect accepts. */
-			kvf_err("rdma", "connection %u: %u-byte %s for room %#" PRIx64 " is over the "
-				"peer's %u-byte frames; dropped", c->id, f->len,
-				kvf_frame_type_str(f->data[6]), kvf_proto_frame_room(f->data),
-				c->peer_frame_max);
-		} else if ((rc = post_frame(c, f->data, f->len))) {
-			return rc;
+		if (kvf_frameq_hb_next(&c->fq)) {
+			rc = send_heartbeat(c);
+		} else if (f) {
+			rc = send_head(c, f, &done);
+			if (done)
+				kvf_frameq_pop(&c->fq);
+		} else {
+			break;
 		}
-		c->fq_head = f->next;
-		if (!c->fq_head)
-			c->fq_tail = &c->fq_head;
-		free(f->blocks);
-		free(f);
+		if (rc)
+			return rc;
 	}
 	return 0;
 }
@@ -168,14 +199,24 @@ static void conn_flush(struct kvf_conn *c)
 	if (!rc && c->hello_sent)
 		rc = kvf_sendq_post_writes(&c->sq);
 	if (rc && rc != -ENOTCONN)
-		request_teardown(c, KVF_FAIL_PEER_LOST);
+		request_teardown(c, KVF_FAIL_PEER_LOST, "posting to the send queue failed");
 }
 
+/* Queue f (taken: freed when refused) and post what can go. A peer that
+ * let the cap of waiting frames fill (frameq.h) loses the connection. */
 static int enqueue_frame(struct kvf_conn *c, struct kvf_pframe *f)
 {
-	f->next = NULL;
-	*c->fq_tail = f;
-	c->fq_tail = &f->next;
+	char why[160];
+
+	if (kvf_frameq_push(&c->fq, f)) {
+		free(f->blocks);
+		free(f);
+		snprintf(why, sizeof(why), "the peer does not drain its receive queue: %u control "
+			 "frames wait for it (the cap)", c->fq.max);
+		kvf_err("rdma", "connection %u (%s): %s; tearing it down", c->id, c->peer, why);
+		request_teardown(c, KVF_FAIL_PEER_LOST, why);
+		return -ENOBUFS;
+	}
 	conn_flush(c);
 	return 0;
 }
@@ -287,10 +328,10 @@ static int op_send_room_info(void *tp, const char *peer, uint64_t room_id, uint6
 	}
 	/* One QP for everything of this room: its whole sequence here, and
 	 * any later frame for it goes the same way (kvf_conn_pick). */
-	enqueue_frame(kvf_conn_pick(c, room_id), f);
+	rc = enqueue_frame(kvf_conn_pick(c, room_id), f);
 	*conn = c->id;
 	kvf_conn_put(c);
-	return 0;
+	return rc;
 }
 
 /* A room's writes all go on one QP of the peer connection, picked by its
@@ -348,6 +389,7 @@ static int op_cancel_writes(void *tp, uint32_t conn, uint64_t wr_id)
  * every connection is one QP anyway. */
 static int send_small(struct kvf_rdma *t, uint32_t conn, uint64_t room_id, struct kvf_pframe *f)
 {
+	int rc;
 	struct kvf_conn *g = kvf_conn_get(t, conn), *c = g ? kvf_conn_pick(g, room_id) : NULL;
 
 	if (!c || atomic_load(&c->state) >= KVF_CONN_DEAD) {
@@ -355,9 +397,9 @@ static int send_small(struct kvf_rdma *t, uint32_t conn, uint64_t room_id, struc
 		kvf_conn_put(g);
 		return -ENOTCONN;
 	}
-	enqueue_frame(c, f);
+	rc = enqueue_frame(c, f);
 	kvf_conn_put(g);
-	return 0;
+	return rc;
 }
 
 static int op_send_abort(void *tp, uint32_t conn, uint64_t room_id, uint8_t to_role,
@@ -389,7 +431,7 @@ static void op_teardown(void *tp, uint32_t conn, const char *why)
 		return;
 	kvf_info("rdma", "engine tears down connection %u (%s): %s", conn, c->peer,
 		 why ? why : "no reason given");
-	request_teardown(c, KVF_FAIL_PEER_LOST);
+	request_teardown(c, KVF_FAIL_PEER_LOST, why ? why : "torn down by the engine");
 	kvf_conn_put(c);
 }
 
@@ -453,15 +495,12 @@ static int op_progress(void *tp, uint64_t now_ns)
 		pthread_mutex_unlock(&t->lock);
 		for (uint32_t i = 0; i < n; i++) {
 			struct kvf_conn *c = live[i];
-			struct kvf_pframe *f;
 
-			if (hb && now - c->last_hb_ns >= hb && (f = frame_alloc(KVF_PROTO_HDR_LEN))) {
-				kvf_proto_encode_heartbeat(f->data, f->len);
+			if (hb && now - c->last_hb_ns >= hb) {
+				kvf_frameq_heartbeat(&c->fq);
 				c->last_hb_ns = now;
-				enqueue_frame(c, f);
-			} else {
-				conn_flush(c);
 			}
+			conn_flush(c);
 			kvf_conn_put(c);
 		}
 	} while (start < KVF_MAX_CONNS);

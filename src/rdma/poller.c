@@ -496,7 +496,10 @@ static void check_conn(struct kvf_rdma *t, struct kvf_conn *c, uint64_t now)
 	char why[160];
 
 	if (req && st < KVF_CONN_DEAD) {
-		kvf_conn_teardown(c, (uint16_t)req, "torn down by the engine");
+		/* The seq_cst load of teardown_req above orders the why after
+		 * the scheduler's write of it (request_teardown, ops.c). */
+		kvf_conn_teardown(c, (uint16_t)req,
+				  c->teardown_why[0] ? c->teardown_why : "torn down by the engine");
 	} else if (st == KVF_CONN_ESTABLISHED && limit && age_ns(now, heard) > limit) {
 		snprintf(why, sizeof(why), "nothing heard for %" PRIu64 " ms (%u heartbeats of %u ms)",
 			 age_ns(now, heard) / 1000000, cfg->heartbeat_misses, cfg->heartbeat_interval_ms);
