@@ -14,6 +14,7 @@
 #include "clock.h"
 #include "hash.h"
 #include "log.h"
+#include "sched.h"
 #include "verbs.h"
 
 #define TX_BUFS_MAX 64u
@@ -59,8 +60,8 @@ static void conn_free(struct kvf_conn *c)
 	free(c->rx_buf);
 	free(c->tx_buf);
 	free(c->tx_free);
+	free(c->lost_why);
 	kvf_sendq_fini(&c->sq);
-	pthread_mutex_destroy(&c->lock);
 	free(c);
 }
 
@@ -114,24 +115,6 @@ struct kvf_conn *kvf_conn_get(struct kvf_rdma *t, uint32_t id)
 	return c;
 }
 
-struct kvf_conn *kvf_conn_find_peer(struct kvf_rdma *t, const char *peer)
-{
-	struct kvf_conn *found = NULL;
-
-	pthread_mutex_lock(&t->lock);
-	for (uint32_t i = 0; i < KVF_MAX_CONNS && !found; i++) {
-		struct kvf_conn *c = t->conns[i];
-
-		if (c && c->active && c->group == c->id && atomic_load(&c->state) < KVF_CONN_DEAD &&
-		    !atomic_load(&c->teardown_req) && !strcmp(c->peer, peer)) {
-			kvf_conn_ref(c);
-			found = c;
-		}
-	}
-	pthread_mutex_unlock(&t->lock);
-	return found;
-}
-
 struct kvf_conn *kvf_conn_pick(struct kvf_conn *g, uint64_t key)
 {
 	if (!g->members || g->members->n <= 1)
@@ -155,23 +138,20 @@ void kvf_conn_unlink(struct kvf_conn *c)
 		kvf_conn_put(c);
 }
 
-/* The send queue's post function (sendq.h). Only while ESTABLISHED, under
- * the lock: once the poller marks the connection DEAD and posts the drain
- * markers, nothing may follow them. */
+/* The send queue's post function (sendq.h): no lock. Only while
+ * ESTABLISHED; a post racing the poller's move to DEAD lands on a QP in
+ * error and flushes. The QP outlives every post: the poller destroys it,
+ * and posts the send drain marker, only after the scheduler let go of the
+ * connection (sched_done, sched.h). */
 static int post_send(void *ctx, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
 {
 	struct kvf_conn *c = ctx;
-	int rc;
 
-	pthread_mutex_lock(&c->lock);
 	if (atomic_load(&c->state) != KVF_CONN_ESTABLISHED) {
-		pthread_mutex_unlock(&c->lock);
 		*bad = wr;
 		return -ENOTCONN;
 	}
-	rc = ibv_post_send(c->qp, wr, bad);
-	pthread_mutex_unlock(&c->lock);
-	return -rc;
+	return -ibv_post_send(c->qp, wr, bad);
 }
 
 /* Control frames one connection may have waiting (frameq.h): each is owed
@@ -229,8 +209,7 @@ int kvf_conn_new(struct kvf_rdma *t, bool active, const char *peer, uint32_t gro
 	c->active = active;
 	atomic_init(&c->ready, !active);
 	snprintf(c->peer, sizeof(c->peer), "%s", peer);
-	pthread_mutex_init(&c->lock, NULL);
-	atomic_init(&c->refs, 2); /* the caller's and the table's */
+	atomic_init(&c->refs, 3); /* the caller's, the table's, the scheduler's */
 	atomic_init(&c->state, KVF_CONN_NEW);
 	c->created_ns = kvf_monotonic_ns();
 	atomic_init(&c->last_heard_ns, c->created_ns);
@@ -253,6 +232,7 @@ int kvf_conn_new(struct kvf_rdma *t, bool active, const char *peer, uint32_t gro
 	 * poller publishes the connection (passive). */
 	c->group = group ? group : c->id;
 	c->sq.id = c->id;
+	kvf_sched_handoff(t, c);
 	*out = c;
 	return 0;
 fail:
@@ -340,52 +320,52 @@ int kvf_conn_post_recv(struct kvf_conn *c, uint32_t slot)
 
 /* --------------------------------------------------------- teardown */
 
-static void post_drain_markers(struct kvf_conn *c)
+/* In the error state a drain marker completes (flushed) after everything
+ * posted before it: when both are seen, the queues are empty. The receive
+ * queue is the poller's: its marker goes now. The send queue is the
+ * scheduler's until it lets go (sched_done): its marker goes then. */
+static void post_rq_drain_marker(struct kvf_conn *c)
+{
+	struct ibv_recv_wr rwr = {.wr_id = kvf_wr_id(KVF_WR_RECV, c->id, KVF_DRAIN_SLOT)}, *rbad;
+
+	if (ibv_post_recv(c->qp, &rwr, &rbad))
+		c->rq_drained = true;
+}
+
+void kvf_conn_post_sq_drain_marker(struct kvf_conn *c)
 {
 	struct ibv_send_wr swr = {
 		.wr_id = kvf_wr_id(KVF_WR_CTRL, c->id, KVF_DRAIN_SLOT),
 		.opcode = IBV_WR_SEND,
 		.send_flags = IBV_SEND_SIGNALED,
 	}, *sbad;
-	struct ibv_recv_wr rwr = {.wr_id = kvf_wr_id(KVF_WR_RECV, c->id, KVF_DRAIN_SLOT)}, *rbad;
 
-	/* In the error state these complete (flushed) after everything posted
-	 * before them: when both are seen, the queues are empty. */
-	if (ibv_post_send(c->qp, &swr, &sbad))
+	c->sq_marker = true;
+	if (!c->qp || ibv_post_send(c->qp, &swr, &sbad))
 		c->sq_drained = true;
-	if (ibv_post_recv(c->qp, &rwr, &rbad))
-		c->rq_drained = true;
 }
 
-/* Under c->lock. To error (synchronous: once it returns no inbound write
- * can land) and the drain markers. A QP that cannot be moved to error may
- * still take the peer's writes: it is destroyed instead, which stops them
- * as surely. Returns false when neither worked (logged): the rooms on it
- * must not be declared quiescent. */
+/* To error (synchronous: once it returns no inbound write can land) and
+ * the receive drain marker. A QP that cannot be moved to error may still
+ * take the peer's writes; it must be destroyed instead, which stops them
+ * as surely, but the scheduler may still be posting to it: that waits for
+ * sched_done (destroy_owed, poller.c). Returns false when the QP is not
+ * stopped yet: the rooms on it must not be declared quiescent now. */
 static bool stop_qp(struct kvf_conn *c)
 {
-	int rc;
-
 	if (!c->qp) {
 		c->sq_drained = c->rq_drained = true;
 		return true;
 	}
 	if (!kvf_verbs_qp_to_error(c->qp)) {
-		post_drain_markers(c);
+		post_rq_drain_marker(c);
 		return true;
 	}
-	rc = ibv_destroy_qp(c->qp);
-	if (rc) {
-		kvf_err("conn", "connection %u: qp 0x%x could be neither moved to error nor "
-			"destroyed (%s): the peer may still write into the rooms on it, so they "
-			"are not declared quiescent", c->id, c->qp_num, strerror(rc));
-		return false;
-	}
-	kvf_warn("conn", "connection %u: qp 0x%x destroyed instead of moved to error: nothing "
-		 "more lands; its posted work will not flush", c->id, c->qp_num);
-	c->qp = NULL;
-	c->sq_drained = c->rq_drained = true;
-	return true;
+	kvf_warn("conn", "connection %u: qp 0x%x could not be moved to error: it is destroyed "
+		 "once the scheduler lets go of it, and PEER_LOST waits for that", c->id,
+		 c->qp_num);
+	c->destroy_owed = true;
+	return false;
 }
 
 /* One QP: stopped (stop_qp), disconnected. Returns false when it was down
@@ -394,17 +374,15 @@ static bool kill_one(struct kvf_conn *c, uint16_t reason, const char *why, bool 
 {
 	int st;
 
-	pthread_mutex_lock(&c->lock);
+	/* The poller is the only writer of state: no lock. */
 	st = atomic_load(&c->state);
-	if (st >= KVF_CONN_DEAD) {
-		pthread_mutex_unlock(&c->lock);
+	if (st >= KVF_CONN_DEAD)
 		return false;
-	}
 	atomic_store(&c->state, KVF_CONN_DEAD);
 	kvf_proto_reasm_clear(&c->reasm); /* a ROOM_INFO cut short by the loss */
 	if (!stop_qp(c))
 		*unsafe = true;
-	pthread_mutex_unlock(&c->lock);
+	kvf_sched_dead(c->t, c);
 	if (c->cm_id && st >= KVF_CONN_CONNECTING)
 		rdma_disconnect(c->cm_id); /* tell the peer now, not at its timeout */
 	c->dead_ns = kvf_monotonic_ns();
@@ -439,10 +417,19 @@ void kvf_conn_teardown(struct kvf_conn *c, uint16_t reason, const char *why)
 			kill_one(kvf_qp_group_at(lead, i), reason, also, &unsafe);
 	if (unsafe) {
 		/* PEER_LOST would hand the rooms' memory back while a write may
-		 * still land in it: they stay FAILED and unquiescent (kvf_dump
-		 * shows them), which is the truth. */
+		 * still land in it: it waits until that queue pair is destroyed
+		 * (kvf_conn_destroy_owed); until then the rooms stay FAILED and
+		 * unquiescent (kvf_dump shows them), which is the truth. */
 		kvf_err("conn", "peer connection %u: PEER_LOST withheld: a queue pair of it "
-			"could not be stopped", c->group);
+			"could not be moved to error", c->group);
+		for (uint32_t i = 0; i < kvf_qp_group_size(lead); i++) {
+			struct kvf_conn *m = kvf_qp_group_at(lead, i);
+
+			if (m->destroy_owed && !m->lost_why) {
+				m->lost_reason = reason;
+				m->lost_why = strdup(why ? why : "queue pair could not be stopped");
+			}
+		}
 		goto out;
 	}
 	/* The why goes with the event: it becomes each room's failure text
@@ -454,11 +441,33 @@ out:
 		kvf_conn_put(lead);
 }
 
+void kvf_conn_destroy_owed(struct kvf_conn *c)
+{
+	struct kvf_event ev = {.kind = KVF_EV_PEER_LOST, .peer = c->group, .status = c->lost_reason};
+	int rc = c->qp ? ibv_destroy_qp(c->qp) : 0;
+
+	c->destroy_owed = false;
+	if (rc) {
+		kvf_err("conn", "connection %u: qp 0x%x could be neither moved to error nor "
+			"destroyed (%s): the peer may still write into the rooms on it, so they "
+			"are not declared quiescent", c->id, c->qp_num, strerror(rc));
+		return;
+	}
+	kvf_warn("conn", "connection %u: qp 0x%x destroyed instead of moved to error: nothing "
+		 "more lands; its posted work will not flush", c->id, c->qp_num);
+	c->qp = NULL;
+	c->sq_drained = c->rq_drained = true;
+	if (!c->lost_why)
+		return;
+	/* One of its group's QPs: the others were stopped already. */
+	ev.data = c->lost_why;
+	c->lost_why = NULL;
+	kvf_rdma_push(c->t, &ev);
+}
+
 void kvf_conn_destroy(struct kvf_conn *c)
 {
-	pthread_mutex_lock(&c->lock);
 	atomic_store(&c->state, KVF_CONN_DESTROYED);
-	pthread_mutex_unlock(&c->lock);
 	if (c->qp)
 		ibv_destroy_qp(c->qp);
 	c->qp = NULL;
@@ -480,14 +489,13 @@ void kvf_conn_set_established(struct kvf_conn *c, const char *how)
 	bool now = false;
 
 	atomic_store(&c->last_heard_ns, kvf_monotonic_ns());
-	pthread_mutex_lock(&c->lock);
+	/* The poller is the only writer of state: no lock. */
 	if (atomic_load(&c->state) < KVF_CONN_ESTABLISHED) {
 		/* Release pairs with the load-acquire of state in conn_flush
 		 * (ops.c): peer_frame_max and the QP in RTS are seen with it. */
 		atomic_store_explicit(&c->state, KVF_CONN_ESTABLISHED, memory_order_release);
 		now = true;
 	}
-	pthread_mutex_unlock(&c->lock);
 	if (!now)
 		return;
 	kvf_info("conn", "connection %u %s %s established (qp 0x%x%s%s)", c->id,

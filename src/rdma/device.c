@@ -19,6 +19,7 @@
 #include "poller.h"
 #include "pool.h"
 #include "proto.h"
+#include "sched.h"
 #include "sendq.h"
 #include "verbs.h"
 
@@ -66,6 +67,7 @@ void kvf_rdma_close(void *tp)
 		}
 		pthread_join(t->poller, NULL);
 	}
+	kvf_sched_close(t);
 	for (uint32_t i = 0; i < t->np; i++)
 		kvf_conn_put(t->plist[i]);
 	free(t->plist);

@@ -512,10 +512,23 @@ static void check_conn(struct kvf_rdma *t, struct kvf_conn *c, uint64_t now)
 	}
 }
 
-static bool drained(const struct kvf_conn *c, uint64_t now)
+/* Whether a DEAD connection can be destroyed. Never before the scheduler
+ * let go of it (sched_done: it may still be posting to the QP); then the
+ * send queue's drain marker goes, and both markers are waited for. */
+static bool drained(struct kvf_conn *c, uint64_t now)
 {
 	if (atomic_load(&c->state) != KVF_CONN_DEAD)
 		return false;
+	/* Acquire pairs with the store-release of sched_done in retire
+	 * (sched.c). */
+	if (!atomic_load_explicit(&c->sched_done, memory_order_acquire))
+		return false;
+	if (c->destroy_owed)
+		kvf_conn_destroy_owed(c);
+	if (!c->sq_marker) {
+		kvf_conn_post_sq_drain_marker(c);
+		c->dead_ns = now; /* the give-up below counts from here */
+	}
 	if (c->sq_drained && c->rq_drained)
 		return true;
 	if (age_ns(now, c->dead_ns) > DRAIN_GIVE_UP_NS) {
