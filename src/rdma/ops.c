@@ -224,7 +224,9 @@ static int enqueue_frame(struct kvf_conn *c, struct kvf_pframe *f)
 		free(f);
 		snprintf(why, sizeof(why), "the peer does not drain its receive queue: %u control "
 			 "frames wait for it (the cap)", c->fq.max);
-		kvf_err("rdma", "connection %u (%s): %s; tearing it down", c->id, c->peer, why);
+		if (!atomic_load(&c->teardown_req)) /* once, not per refused frame */
+			kvf_err("rdma", "connection %u (%s): %s; tearing it down", c->id, c->peer,
+				why);
 		request_teardown(c, KVF_FAIL_PEER_LOST, why);
 		return -ENOBUFS;
 	}
