@@ -15,7 +15,7 @@ void kvf_conn_rooms_fini(struct kvf_conn_rooms *m)
 {
 	free(m->tab);
 	m->tab = NULL;
-	m->cap = m->n = 0;
+	m->cap = m->n = m->last_conn = 0;
 }
 
 static uint32_t bucket(const struct kvf_conn_rooms *m, uint32_t conn)
@@ -33,6 +33,21 @@ static struct kvf_cr_ent *probe(const struct kvf_conn_rooms *m, uint32_t conn)
 	return &m->tab[i];
 }
 
+/* probe, through the one-entry cache. */
+static struct kvf_cr_ent *find(struct kvf_conn_rooms *m, uint32_t conn)
+{
+	struct kvf_cr_ent *e;
+
+	if (conn == m->last_conn)
+		return &m->tab[m->last_at];
+	e = probe(m, conn);
+	if (e->conn) {
+		m->last_conn = conn;
+		m->last_at = (uint32_t)(e - m->tab);
+	}
+	return e;
+}
+
 static int grow(struct kvf_conn_rooms *m)
 {
 	struct kvf_conn_rooms big = {.cap = m->cap ? 2 * m->cap : FIRST_CAP, .n = m->n,
@@ -45,7 +60,7 @@ static int grow(struct kvf_conn_rooms *m)
 		if (m->tab[i].conn)
 			*probe(&big, m->tab[i].conn) = m->tab[i];
 	free(m->tab);
-	*m = big;
+	*m = big; /* the cache is clear in big */
 	return 0;
 }
 
@@ -55,6 +70,7 @@ static void remove_at(struct kvf_conn_rooms *m, uint32_t hole)
 {
 	uint32_t mask = m->cap - 1;
 
+	m->last_conn = 0; /* entries move */
 	for (uint32_t j = (hole + 1) & mask; m->tab[j].conn; j = (j + 1) & mask) {
 		uint32_t home = bucket(m, m->tab[j].conn);
 
@@ -69,19 +85,28 @@ static void remove_at(struct kvf_conn_rooms *m, uint32_t hole)
 	m->n--;
 }
 
+__attribute__((cold, noinline)) static int unlisted(struct kvf_conn_rooms *m,
+						     const struct kvf_slot *r, uint32_t conn)
+{
+	m->unlisted++;
+	kvf_err("room", "no memory to list room %#" PRIx64 " under conn %u: losing that "
+		"connection will scan the room table", r->id, conn);
+	return -ENOMEM;
+}
+
 int kvf_conn_rooms_add(struct kvf_conn_rooms *m, struct kvf_slot *slots, uint32_t slot,
 		       uint32_t conn)
 {
 	struct kvf_slot *r = &slots[slot];
 	struct kvf_cr_ent *e;
 
-	if (2 * (m->n + 1) > m->cap && grow(m)) {
-		m->unlisted++;
-		kvf_err("room", "no memory to list room %#" PRIx64 " under conn %u: losing that "
-			"connection will scan the room table", r->id, conn);
-		return -ENOMEM;
+	if (conn == m->last_conn) {
+		e = &m->tab[m->last_at]; /* has rooms: no new entry, no growth */
+	} else {
+		if (2 * (m->n + 1) > m->cap && grow(m))
+			return unlisted(m, r, conn);
+		e = find(m, conn);
 	}
-	e = probe(m, conn);
 	if (!e->conn) {
 		e->conn = conn;
 		m->n++;
@@ -107,7 +132,7 @@ void kvf_conn_rooms_del(struct kvf_conn_rooms *m, struct kvf_slot *slots, uint32
 	if (r->conn_prev) {
 		slots[r->conn_prev - 1].conn_next = r->conn_next;
 	} else {
-		struct kvf_cr_ent *e = probe(m, r->list_conn);
+		struct kvf_cr_ent *e = find(m, r->list_conn);
 
 		e->head = r->conn_next;
 		if (!e->head)

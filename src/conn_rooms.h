@@ -26,6 +26,8 @@ struct kvf_conn_rooms {
 	} *tab;
 	uint32_t cap;            /* a power of two, 0 before the first room */
 	uint32_t n;
+	uint32_t last_conn;      /* the entry found last (0 none): a connection's */
+	uint32_t last_at;        /* rooms come and go in runs; moved entries clear it */
 	uint64_t unlisted;       /* rooms bound while the map could not grow */
 };
 
