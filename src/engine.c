@@ -75,6 +75,7 @@ static void free_tables(struct kvf_engine *eng)
 		free(eng->slots[i].fail);
 	}
 	kvf_early_fini(&eng->early);
+	kvf_conn_rooms_fini(&eng->by_conn);
 	kvf_timers_fini(&eng->timers);
 	kvf_idmap_fini(&eng->ids);
 	for (uint32_t i = 0; i < eng->npeers; i++)

@@ -149,10 +149,39 @@ static void enter_state(struct kvf_engine *eng, struct kvf_slot *r, unsigned sta
 	arm_deadline(eng, r); /* FREE has none: cancels */
 }
 
+/* r into conn's room list (out of the one it is in). */
+/* Out of line: kept out of the door, which runs on every state change. */
+__attribute__((noinline)) static void relist(struct kvf_engine *eng, struct kvf_slot *r,
+					    uint32_t conn)
+{
+	uint32_t slot = kvf_slot_index(eng, r);
+
+	if (r->list_conn)
+		kvf_conn_rooms_del(&eng->by_conn, eng->slots, slot);
+	if (conn)
+		kvf_conn_rooms_add(&eng->by_conn, eng->slots, slot, conn);
+}
+
+void kvf_room_bind(struct kvf_engine *eng, struct kvf_slot *r, uint32_t conn)
+{
+	r->conn = conn;
+	if (r->list_conn != conn)
+		relist(eng, r, conn);
+}
+
 void kvf_room_transition(struct kvf_engine *eng, struct kvf_slot *r, unsigned to)
 {
 	assert(kvf_room_transition_allowed((enum kvf_role)r->role, r->state, to));
 	eng->transitions[r->role & 1][r->state][to]++;
+	/* A released room leaves its list; a conn written outside the engine
+	 * (api.c binds a receiver as it sends its ROOM_INFO, then moves it to
+	 * WAITING_FOR_INPUT) joins one. Every other binding is kvf_room_bind's. */
+	if (to == KVF_ROOM_FREE) {
+		if (r->list_conn)
+			relist(eng, r, 0);
+	} else if (to == KVF_WAITING_FOR_INPUT && r->list_conn != r->conn) {
+		relist(eng, r, r->conn);
+	}
 	leave_state(eng, r);
 	enter_state(eng, r, to);
 }

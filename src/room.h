@@ -11,6 +11,7 @@
 #include <kvferry/kvferry.h>
 
 #include "config.h"
+#include "conn_rooms.h"
 #include "early.h"
 #include "event.h"
 #include "idmap.h"
@@ -89,6 +90,10 @@ struct kvf_slot {
 	uint32_t outstanding;         /* sender: signaled WRs not yet completed */
 	uint32_t inflight_prev;       /* TRANSFERRING list, slot + 1 */
 	uint32_t inflight_next;
+	uint32_t list_conn;           /* the connection whose room list holds it, 0 none
+	                                 (conn_rooms.h); follows conn */
+	uint32_t conn_prev;           /* that list, slot + 1 */
+	uint32_t conn_next;
 	uint16_t peer;                /* receiver: index into the engine's peers */
 	uint8_t role;                 /* enum kvf_role */
 	uint8_t state;                /* enum kvf_poll, or KVF_ROOM_FREE */
@@ -113,6 +118,7 @@ struct kvf_engine {
 	struct kvf_early early;   /* tombstones and parked ROOM_INFOs */
 	uint32_t inflight_head;   /* oldest TRANSFERRING sender, slot + 1 */
 	uint32_t inflight_tail;
+	struct kvf_conn_rooms by_conn; /* each connection's rooms */
 
 	struct kvf_ring *ring;
 	struct kvf_event *batch;
@@ -183,6 +189,12 @@ bool kvf_room_transition_allowed(enum kvf_role role, unsigned from, unsigned to)
  * inflight list and the new state's deadline follow. Debug builds assert
  * the transition is in the table. Failing goes through kvf_room_fail. */
 void kvf_room_transition(struct kvf_engine *eng, struct kvf_slot *r, unsigned to);
+
+/* Bind the room to connection conn (0: to none) and keep its connection's
+ * room list with it. Every write of r->conn in the engine goes here; the
+ * door (kvf_room_transition) catches up with any other (api.c's) and takes
+ * a released room out of its list. */
+void kvf_room_bind(struct kvf_engine *eng, struct kvf_slot *r, uint32_t conn);
 
 /* Write the room's failure field and move it to FAILED, then do what the
  * protocol owes the peer (ABORT, ABORT_ACK) and arm the quiesce deadline.

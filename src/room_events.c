@@ -57,7 +57,7 @@ static uint64_t early_expiry(const struct kvf_engine *eng)
 void kvf_room_peer_info(struct kvf_engine *eng, struct kvf_slot *r, struct kvf_peer_info *info)
 {
 	r->info = info;
-	r->conn = info->peer;
+	kvf_room_bind(eng, r, info->peer);
 	r->last = KVF_LAST_PEER_INFO;
 	if (info->nblocks > eng->cfg.max_blocks_per_room) {
 		kvf_room_fail(eng, r, KVF_FAIL_BAD_FRAME, EPROTO,
@@ -148,7 +148,7 @@ void kvf_room_peer_abort(struct kvf_engine *eng, struct kvf_slot *r, uint32_t co
 {
 	r->last = KVF_LAST_PEER_ABORT;
 	if (r->role == KVF_SENDER && !r->conn)
-		r->conn = conn;
+		kvf_room_bind(eng, r, conn);
 	if (kvf_room_fail(eng, r, KVF_FAIL_PEER_ABORT, ECONNABORTED,
 			  "the peer aborted the room%s (its reason: %s)",
 			  from_tombstone ? " before it was created here" : "",
@@ -314,31 +314,42 @@ static void on_data_done(struct kvf_engine *eng, struct kvf_event *ev)
 
 /* -------------------------------------------------- connection, bad frame */
 
+/* One room of a lost connection: failed, unbound, quiescent. */
+static void lose_room(struct kvf_engine *eng, struct kvf_slot *r, const struct kvf_event *ev,
+		      enum kvf_fail_reason reason)
+{
+	r->last = KVF_LAST_PEER_LOST;
+	kvf_room_fail(eng, r, reason, ECONNRESET, "connection %u to the peer is gone (%s)",
+		      ev->peer, ev->data ? (const char *)ev->data : kvf_fail_reason_str(reason));
+	r->outstanding = 0;
+	kvf_room_bind(eng, r, 0);
+	kvf_room_quiesce(eng, r, KVF_QW_CONN_GONE);
+}
+
 static void on_peer_lost(struct kvf_engine *eng, struct kvf_event *ev)
 {
 	enum kvf_fail_reason reason = ev->status > KVF_FAIL_NONE && ev->status < KVF_FAIL_NUM
 					      ? (enum kvf_fail_reason)ev->status
 					      : KVF_FAIL_PEER_LOST;
-	uint32_t n = 0;
+	uint32_t n = 0, head;
 
-	/* Rare (a peer dies or a connection fails): a scan of the table is
-	 * simpler than keeping a list per connection, and bounded. The
+	/* The connection's own list (conn_rooms.h), not the table: a room
+	 * leaves it as it is unbound, so the head is always the next one. The
 	 * transport pushes this once the connection's QPs are in error, so
 	 * nothing more can land for these rooms; their late flush completions
 	 * find nothing outstanding and are counted as ignored. */
-	for (uint32_t i = 0; ev->peer && i < eng->nslots; i++) {
+	while ((head = kvf_conn_rooms_first(&eng->by_conn, ev->peer))) {
+		lose_room(eng, &eng->slots[head - 1], ev, reason);
+		n++;
+	}
+	/* Rooms the list could not take (no memory to grow it, logged). */
+	for (uint32_t i = 0; eng->by_conn.unlisted && ev->peer && i < eng->nslots; i++) {
 		struct kvf_slot *r = &eng->slots[i];
 
-		if (!kvf_live(r) || r->conn != ev->peer)
-			continue;
-		n++;
-		r->last = KVF_LAST_PEER_LOST;
-		kvf_room_fail(eng, r, reason, ECONNRESET, "connection %u to the peer is gone (%s)",
-			      ev->peer,
-			      ev->data ? (const char *)ev->data : kvf_fail_reason_str(reason));
-		r->outstanding = 0;
-		r->conn = 0;
-		kvf_room_quiesce(eng, r, KVF_QW_CONN_GONE);
+		if (kvf_live(r) && r->conn == ev->peer) {
+			lose_room(eng, r, ev, reason);
+			n++;
+		}
 	}
 	kvf_info("room", "connection %u lost (%s): %u rooms affected", ev->peer,
 		 kvf_fail_reason_str(reason), n);
@@ -365,7 +376,7 @@ static void on_bad_frame(struct kvf_engine *eng, struct kvf_event *ev)
 		return;
 	r->last = KVF_LAST_BAD_FRAME;
 	if (r->role == KVF_SENDER && !r->conn)
-		r->conn = ev->peer; /* so the failure's ABORT reaches that receiver */
+		kvf_room_bind(eng, r, ev->peer); /* so the failure's ABORT reaches that receiver */
 	if (!kvf_room_fail(eng, r, KVF_FAIL_BAD_FRAME, EPROTO, "bad frame from conn %u: %s",
 			   ev->peer, detail))
 		kvf_room_ignore(eng, KVF_IGN_FINISHED_ROOM, ev, "bad frame");

@@ -11,7 +11,10 @@
 
 #include <kvferry/kvferry.h>
 
+#include "clock.h"
+#include "hash.h"
 #include "log.h"
+#include "sched.h"
 #include "verbs.h"
 
 #define TX_BUFS_MAX 64u
@@ -34,8 +37,6 @@ const char *kvf_conn_state_str(int s)
 
 static void conn_free(struct kvf_conn *c)
 {
-	struct kvf_pframe *f;
-
 	/* Normally kvf_conn_destroy ran on the poller; at close it may not. */
 	if (c->qp)
 		ibv_destroy_qp(c->qp);
@@ -50,11 +51,7 @@ static void conn_free(struct kvf_conn *c)
 		ibv_dereg_mr(c->rx_mr);
 	if (c->tx_mr)
 		ibv_dereg_mr(c->tx_mr);
-	while ((f = c->fq_head)) {
-		c->fq_head = f->next;
-		free(f->blocks);
-		free(f);
-	}
+	kvf_frameq_fini(&c->fq);
 	kvf_proto_reasm_clear(&c->reasm);
 	for (uint32_t i = 1; c->members && i < c->members->n; i++)
 		kvf_conn_put(c->members->qp[i]);
@@ -63,8 +60,8 @@ static void conn_free(struct kvf_conn *c)
 	free(c->rx_buf);
 	free(c->tx_buf);
 	free(c->tx_free);
+	free(c->lost_why);
 	kvf_sendq_fini(&c->sq);
-	pthread_mutex_destroy(&c->lock);
 	free(c);
 }
 
@@ -118,40 +115,11 @@ struct kvf_conn *kvf_conn_get(struct kvf_rdma *t, uint32_t id)
 	return c;
 }
 
-struct kvf_conn *kvf_conn_find_peer(struct kvf_rdma *t, const char *peer)
-{
-	struct kvf_conn *found = NULL;
-
-	pthread_mutex_lock(&t->lock);
-	for (uint32_t i = 0; i < KVF_MAX_CONNS && !found; i++) {
-		struct kvf_conn *c = t->conns[i];
-
-		if (c && c->active && c->group == c->id && atomic_load(&c->state) < KVF_CONN_DEAD &&
-		    !atomic_load(&c->teardown_req) && !strcmp(c->peer, peer)) {
-			kvf_conn_ref(c);
-			found = c;
-		}
-	}
-	pthread_mutex_unlock(&t->lock);
-	return found;
-}
-
-/* splitmix64's finalizer: room ids may be sequential or random; either way
- * they spread evenly over the QPs. */
-static uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ull;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
 struct kvf_conn *kvf_conn_pick(struct kvf_conn *g, uint64_t key)
 {
 	if (!g->members || g->members->n <= 1)
 		return g;
-	return g->members->qp[mix64(key) % g->members->n];
+	return g->members->qp[kvf_mix64(key) % g->members->n];
 }
 
 void kvf_conn_unlink(struct kvf_conn *c)
@@ -170,23 +138,31 @@ void kvf_conn_unlink(struct kvf_conn *c)
 		kvf_conn_put(c);
 }
 
-/* The send queue's post function (sendq.h). Only while ESTABLISHED, under
- * the lock: once the poller marks the connection DEAD and posts the drain
- * markers, nothing may follow them. */
+/* The send queue's post function (sendq.h): no lock. Only while
+ * ESTABLISHED; a post racing the poller's move to DEAD lands on a QP in
+ * error and flushes. The QP outlives every post: the poller destroys it,
+ * and posts the send drain marker, only after the scheduler let go of the
+ * connection (sched_done, sched.h). */
 static int post_send(void *ctx, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
 {
 	struct kvf_conn *c = ctx;
-	int rc;
 
-	pthread_mutex_lock(&c->lock);
 	if (atomic_load(&c->state) != KVF_CONN_ESTABLISHED) {
-		pthread_mutex_unlock(&c->lock);
 		*bad = wr;
 		return -ENOTCONN;
 	}
-	rc = ibv_post_send(c->qp, wr, bad);
-	pthread_mutex_unlock(&c->lock);
-	return -rc;
+	return -ibv_post_send(c->qp, wr, bad);
+}
+
+/* Control frames one connection may have waiting (frameq.h): each is owed
+ * for a room or an early entry of ours (a ROOM_INFO, an ABORT, an
+ * ABORT_ACK), twice over to be generous; more means a peer that stopped
+ * draining its receive queue while making us reply. */
+static uint32_t frames_max(const struct kvf_config *cfg)
+{
+	uint64_t n = 2ull * ((uint64_t)cfg->max_rooms + cfg->max_tombstones) + 64;
+
+	return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
 }
 
 static int alloc_buffers(struct kvf_conn *c)
@@ -205,9 +181,13 @@ static int alloc_buffers(struct kvf_conn *c)
 	rc = kvf_sendq_init(&c->sq, 0, cfg->sq_depth, t->max_sge, t->signal_every, post_send, c);
 	if (rc)
 		return rc;
+	/* The biggest room there can be always fits alone: at most one WR
+	 * per block per buffer, and the immediate. */
+	if (c->sq.pend_max < (size_t)KVF_HELLO_MAX_BUFS * cfg->max_blocks_per_room + 1)
+		c->sq.pend_max = (size_t)KVF_HELLO_MAX_BUFS * cfg->max_blocks_per_room + 1;
 	for (uint32_t i = 0; i < c->tx_n; i++)
 		c->tx_free[c->tx_nfree++] = c->tx_n - 1 - i;
-	c->fq_tail = &c->fq_head;
+	kvf_frameq_init(&c->fq, frames_max(cfg));
 	rc = kvf_verbs_reg_mr(t->pd, c->rx_buf, (size_t)c->rx_n * t->frame_max,
 			      IBV_ACCESS_LOCAL_WRITE, "receive buffers", &c->rx_mr);
 	if (!rc)
@@ -229,10 +209,9 @@ int kvf_conn_new(struct kvf_rdma *t, bool active, const char *peer, uint32_t gro
 	c->active = active;
 	atomic_init(&c->ready, !active);
 	snprintf(c->peer, sizeof(c->peer), "%s", peer);
-	pthread_mutex_init(&c->lock, NULL);
-	atomic_init(&c->refs, 2); /* the caller's and the table's */
+	atomic_init(&c->refs, 3); /* the caller's, the table's, the scheduler's */
 	atomic_init(&c->state, KVF_CONN_NEW);
-	c->created_ns = kvf_rdma_now_ns();
+	c->created_ns = kvf_monotonic_ns();
 	atomic_init(&c->last_heard_ns, c->created_ns);
 	rc = alloc_buffers(c);
 	if (rc)
@@ -253,6 +232,7 @@ int kvf_conn_new(struct kvf_rdma *t, bool active, const char *peer, uint32_t gro
 	 * poller publishes the connection (passive). */
 	c->group = group ? group : c->id;
 	c->sq.id = c->id;
+	kvf_sched_handoff(t, c);
 	*out = c;
 	return 0;
 fail:
@@ -340,52 +320,52 @@ int kvf_conn_post_recv(struct kvf_conn *c, uint32_t slot)
 
 /* --------------------------------------------------------- teardown */
 
-static void post_drain_markers(struct kvf_conn *c)
+/* In the error state a drain marker completes (flushed) after everything
+ * posted before it: when both are seen, the queues are empty. The receive
+ * queue is the poller's: its marker goes now. The send queue is the
+ * scheduler's until it lets go (sched_done): its marker goes then. */
+static void post_rq_drain_marker(struct kvf_conn *c)
+{
+	struct ibv_recv_wr rwr = {.wr_id = kvf_wr_id(KVF_WR_RECV, c->id, KVF_DRAIN_SLOT)}, *rbad;
+
+	if (ibv_post_recv(c->qp, &rwr, &rbad))
+		c->rq_drained = true;
+}
+
+void kvf_conn_post_sq_drain_marker(struct kvf_conn *c)
 {
 	struct ibv_send_wr swr = {
 		.wr_id = kvf_wr_id(KVF_WR_CTRL, c->id, KVF_DRAIN_SLOT),
 		.opcode = IBV_WR_SEND,
 		.send_flags = IBV_SEND_SIGNALED,
 	}, *sbad;
-	struct ibv_recv_wr rwr = {.wr_id = kvf_wr_id(KVF_WR_RECV, c->id, KVF_DRAIN_SLOT)}, *rbad;
 
-	/* In the error state these complete (flushed) after everything posted
-	 * before them: when both are seen, the queues are empty. */
-	if (ibv_post_send(c->qp, &swr, &sbad))
+	c->sq_marker = true;
+	if (!c->qp || ibv_post_send(c->qp, &swr, &sbad))
 		c->sq_drained = true;
-	if (ibv_post_recv(c->qp, &rwr, &rbad))
-		c->rq_drained = true;
 }
 
-/* Under c->lock. To error (synchronous: once it returns no inbound write
- * can land) and the drain markers. A QP that cannot be moved to error may
- * still take the peer's writes: it is destroyed instead, which stops them
- * as surely. Returns false when neither worked (logged): the rooms on it
- * must not be declared quiescent. */
+/* To error (synchronous: once it returns no inbound write can land) and
+ * the receive drain marker. A QP that cannot be moved to error may still
+ * take the peer's writes; it must be destroyed instead, which stops them
+ * as surely, but the scheduler may still be posting to it: that waits for
+ * sched_done (destroy_owed, poller.c). Returns false when the QP is not
+ * stopped yet: the rooms on it must not be declared quiescent now. */
 static bool stop_qp(struct kvf_conn *c)
 {
-	int rc;
-
 	if (!c->qp) {
 		c->sq_drained = c->rq_drained = true;
 		return true;
 	}
 	if (!kvf_verbs_qp_to_error(c->qp)) {
-		post_drain_markers(c);
+		post_rq_drain_marker(c);
 		return true;
 	}
-	rc = ibv_destroy_qp(c->qp);
-	if (rc) {
-		kvf_err("conn", "connection %u: qp 0x%x could be neither moved to error nor "
-			"destroyed (%s): the peer may still write into the rooms on it, so they "
-			"are not declared quiescent", c->id, c->qp_num, strerror(rc));
-		return false;
-	}
-	kvf_warn("conn", "connection %u: qp 0x%x destroyed instead of moved to error: nothing "
-		 "more lands; its posted work will not flush", c->id, c->qp_num);
-	c->qp = NULL;
-	c->sq_drained = c->rq_drained = true;
-	return true;
+	kvf_warn("conn", "connection %u: qp 0x%x could not be moved to error: it is destroyed "
+		 "once the scheduler lets go of it, and PEER_LOST waits for that", c->id,
+		 c->qp_num);
+	c->destroy_owed = true;
+	return false;
 }
 
 /* One QP: stopped (stop_qp), disconnected. Returns false when it was down
@@ -394,20 +374,18 @@ static bool kill_one(struct kvf_conn *c, uint16_t reason, const char *why, bool 
 {
 	int st;
 
-	pthread_mutex_lock(&c->lock);
+	/* The poller is the only writer of state: no lock. */
 	st = atomic_load(&c->state);
-	if (st >= KVF_CONN_DEAD) {
-		pthread_mutex_unlock(&c->lock);
+	if (st >= KVF_CONN_DEAD)
 		return false;
-	}
 	atomic_store(&c->state, KVF_CONN_DEAD);
 	kvf_proto_reasm_clear(&c->reasm); /* a ROOM_INFO cut short by the loss */
 	if (!stop_qp(c))
 		*unsafe = true;
-	pthread_mutex_unlock(&c->lock);
+	kvf_sched_dead(c->t, c);
 	if (c->cm_id && st >= KVF_CONN_CONNECTING)
 		rdma_disconnect(c->cm_id); /* tell the peer now, not at its timeout */
-	c->dead_ns = kvf_rdma_now_ns();
+	c->dead_ns = kvf_monotonic_ns();
 	c->lost_reason = reason;
 	if (c->group != c->id)
 		kvf_warn("conn", "connection %u (queue pair of peer connection %u, %s, qp 0x%x) "
@@ -439,10 +417,19 @@ void kvf_conn_teardown(struct kvf_conn *c, uint16_t reason, const char *why)
 			kill_one(kvf_qp_group_at(lead, i), reason, also, &unsafe);
 	if (unsafe) {
 		/* PEER_LOST would hand the rooms' memory back while a write may
-		 * still land in it: they stay FAILED and unquiescent (kvf_dump
-		 * shows them), which is the truth. */
+		 * still land in it: it waits until that queue pair is destroyed
+		 * (kvf_conn_destroy_owed); until then the rooms stay FAILED and
+		 * unquiescent (kvf_dump shows them), which is the truth. */
 		kvf_err("conn", "peer connection %u: PEER_LOST withheld: a queue pair of it "
-			"could not be stopped", c->group);
+			"could not be moved to error", c->group);
+		for (uint32_t i = 0; i < kvf_qp_group_size(lead); i++) {
+			struct kvf_conn *m = kvf_qp_group_at(lead, i);
+
+			if (m->destroy_owed && !m->lost_why) {
+				m->lost_reason = reason;
+				m->lost_why = strdup(why ? why : "queue pair could not be stopped");
+			}
+		}
 		goto out;
 	}
 	/* The why goes with the event: it becomes each room's failure text
@@ -454,11 +441,33 @@ out:
 		kvf_conn_put(lead);
 }
 
+void kvf_conn_destroy_owed(struct kvf_conn *c)
+{
+	struct kvf_event ev = {.kind = KVF_EV_PEER_LOST, .peer = c->group, .status = c->lost_reason};
+	int rc = c->qp ? ibv_destroy_qp(c->qp) : 0;
+
+	c->destroy_owed = false;
+	if (rc) {
+		kvf_err("conn", "connection %u: qp 0x%x could be neither moved to error nor "
+			"destroyed (%s): the peer may still write into the rooms on it, so they "
+			"are not declared quiescent", c->id, c->qp_num, strerror(rc));
+		return;
+	}
+	kvf_warn("conn", "connection %u: qp 0x%x destroyed instead of moved to error: nothing "
+		 "more lands; its posted work will not flush", c->id, c->qp_num);
+	c->qp = NULL;
+	c->sq_drained = c->rq_drained = true;
+	if (!c->lost_why)
+		return;
+	/* One of its group's QPs: the others were stopped already. */
+	ev.data = c->lost_why;
+	c->lost_why = NULL;
+	kvf_rdma_push(c->t, &ev);
+}
+
 void kvf_conn_destroy(struct kvf_conn *c)
 {
-	pthread_mutex_lock(&c->lock);
 	atomic_store(&c->state, KVF_CONN_DESTROYED);
-	pthread_mutex_unlock(&c->lock);
 	if (c->qp)
 		ibv_destroy_qp(c->qp);
 	c->qp = NULL;
@@ -479,15 +488,14 @@ void kvf_conn_set_established(struct kvf_conn *c, const char *how)
 {
 	bool now = false;
 
-	atomic_store(&c->last_heard_ns, kvf_rdma_now_ns());
-	pthread_mutex_lock(&c->lock);
+	atomic_store(&c->last_heard_ns, kvf_monotonic_ns());
+	/* The poller is the only writer of state: no lock. */
 	if (atomic_load(&c->state) < KVF_CONN_ESTABLISHED) {
 		/* Release pairs with the load-acquire of state in conn_flush
 		 * (ops.c): peer_frame_max and the QP in RTS are seen with it. */
 		atomic_store_explicit(&c->state, KVF_CONN_ESTABLISHED, memory_order_release);
 		now = true;
 	}
-	pthread_mutex_unlock(&c->lock);
 	if (!now)
 		return;
 	kvf_info("conn", "connection %u %s %s established (qp 0x%x%s%s)", c->id,

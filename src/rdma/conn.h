@@ -19,18 +19,19 @@
  *   once. The prefill hears every QP disconnect and loses each.
  * A lone QP (passive side, qps_per_peer 1) is a group of one.
  *
- * Lifecycle (every transition on the poller thread, under conn->lock):
+ * Lifecycle (every transition on the poller thread):
  *   NEW -> RESOLVING -> CONNECTING -> ESTABLISHED -> DEAD -> DESTROYED
  * The passive side starts at CONNECTING (a connect request accepted). DEAD
  * is entered once, by kvf_conn_teardown, which moves the QP to error (nothing
  * more lands, everything posted flushes) and pushes KVF_EV_PEER_LOST; the QP,
- * id and CQ are destroyed when the flush has drained. The struct is freed
- * when the last reference goes (table, poller list, a scheduler op).
+ * id and CQ are destroyed once the scheduler has let go of the connection
+ * (sched_done, sched.h) and the flush has drained. The struct is freed
+ * when the last reference goes (table, poller list, the scheduler's).
  *
- * Memory order. Fields say which thread owns them; what one thread
- * publishes to the other without conn->lock goes in these pairs (writer's
- * store-release --> reader's load-acquire; each site names its pair, as in
- * src/ring.c):
+ * Memory order. Fields say which thread owns them; there is no lock per
+ * connection. What one thread publishes to the other goes in these pairs
+ * (writer's store-release --> reader's load-acquire; each site names its
+ * pair, as in src/ring.c), and the two stacks of sched.h:
  *   ready      scheduler, kvf_qp_group_connect: the group (members, their
  *              ids) is whole --> poller, start_new_conns: starts them
  *   state      poller, kvf_conn_set_established: peer_frame_max and the QP
@@ -38,12 +39,16 @@
  *              sends the frames and writes that waited
  *   peer_pool  poller, on_hello (poller.c): the layout filled in -->
  *              scheduler, op_post_writes (ops.c): builds WRs from it
+ *   sched_done scheduler, retiring it (sched.c): its last touch --> poller,
+ *              drained (poller.c): posts the send drain marker, then
+ *              destroys the QP; the scheduler may post until sched_done,
+ *              so the QP is never destroyed under a post
  *   refs       each put is acq_rel: the holder that frees sees every other
  *              holder's writes
  * Plain (seq_cst) atomics that publish nothing else: teardown_req (a
- * reason code), state's other reads (a snapshot; post_send reads it again
- * under the lock before touching the QP), last_heard_ns (a timestamp; the
- * poller writes and reads it). */
+ * reason code; its store publishes teardown_why), state's other reads (a
+ * snapshot: a post racing the move to DEAD lands on a QP in error and
+ * flushes), last_heard_ns (a timestamp; the poller writes and reads it). */
 #ifndef KVF_CONN_H
 #define KVF_CONN_H
 
@@ -53,6 +58,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "frameq.h"
 #include "proto.h"
 #include "rdma_internal.h"
 #include "sendq.h"
@@ -67,20 +73,6 @@ enum kvf_conn_state {
 	KVF_CONN_NUM_STATES
 };
 const char *kvf_conn_state_str(int s);
-
-/* A control frame waiting for a send buffer (len bytes of data); or, with
- * len 0, a room's whole ROOM_INFO sequence (proto.h): encoded frame by frame
- * straight into the send buffers when posted, each to the peer's frame size,
- * and kept at the head of the queue until its last frame is posted, so
- * nothing comes between its frames on the queue pair. */
-struct kvf_pframe {
-	struct kvf_pframe *next;
-	uint32_t len;
-	uint32_t total, sent;      /* sequence: ids in the list, ids posted */
-	uint64_t room_id, recv_handle;
-	uint32_t *blocks;          /* sequence: the total ids (malloc'd) */
-	uint8_t data[];
-};
 
 /* What the peer's HELLO told us; written once by the poller before any
  * ROOM_INFO of that peer is pushed, so the ring orders it for the reader. */
@@ -117,9 +109,8 @@ struct kvf_conn {
 	bool polled;                   /* poller: in the poll list */
 	char peer[KVF_CFG_STR + 64];   /* "host:port" asked for, or the remote address */
 
-	pthread_mutex_t lock;          /* state, and every post to the send queue */
 	atomic_int state;              /* enum kvf_conn_state; written by the poller
-	                                  under lock; ESTABLISHED is a release */
+	                                  only; ESTABLISHED is a release */
 	struct rdma_cm_id *cm_id;
 	struct ibv_cq *cq;
 	struct ibv_qp *qp;
@@ -132,6 +123,10 @@ struct kvf_conn {
 	uint32_t cq_unacked;           /* completion-channel events not yet acked */
 	struct kvf_room_reasm reasm;   /* the peer's ROOM_INFO sequence in progress */
 	bool sq_drained, rq_drained;
+	bool sq_marker;                /* the send drain marker is posted */
+	bool destroy_owed;             /* to error failed: destroy the QP once the
+	                                  scheduler let go, then PEER_LOST */
+	char *lost_why;                /* that PEER_LOST's text, until then */
 	uint64_t created_ns, dead_ns;
 	uint16_t lost_reason;          /* enum kvf_fail_reason pushed with PEER_LOST */
 	_Atomic(struct kvf_peer_pool *) peer_pool; /* set once (release/acquire pair) */
@@ -140,6 +135,9 @@ struct kvf_conn {
 	uint8_t peer_mtu;              /* enum ibv_mtu the peer asked for / set, 0 none */
 	uint8_t mtu;                   /* enum ibv_mtu our QP uses (RTR) */
 	atomic_int teardown_req;       /* a fail reason the scheduler asked for, 0 none */
+	char teardown_why[160];        /* the scheduler's why, written before
+	                                  teardown_req is set (its seq_cst store
+	                                  publishes it; the poller reads it after) */
 
 	/* Send side: scheduler only. */
 	uint8_t *tx_buf;
@@ -148,9 +146,19 @@ struct kvf_conn {
 	uint32_t *tx_free;
 	uint32_t tx_nfree;
 	struct kvf_sendq sq;           /* writes, credits; posts through post_send */
-	struct kvf_pframe *fq_head, **fq_tail;
+	struct kvf_frameq fq;          /* control frames waiting, heartbeat owed */
 	bool hello_sent;
 	uint64_t last_hb_ns;
+
+	/* The scheduler's own structures (sched.c), scheduler only. */
+	struct kvf_conn *s_hnext;      /* by id */
+	struct kvf_conn *s_peer_next;  /* by peer (group leads) */
+	struct kvf_conn *s_prev, *s_next;   /* all */
+	struct kvf_conn *s_pprev, *s_pnext; /* pending */
+	bool s_pending, s_in_peer;
+	/* The stacks of sched.h: written by the poller before the push. */
+	struct kvf_conn *handoff_next, *dead_next;
+	atomic_bool sched_done;        /* the scheduler let go (release/acquire) */
 };
 
 /* ------------------------------------------------ table (either thread) */
@@ -159,15 +167,13 @@ struct kvf_conn {
  * group: the lead's id for a further QP of a group, 0 for a lead or a lone
  * QP. An active one is not started before `ready` is set (scheduler: once
  * its group is whole). Returns 0 and *out holding one reference for the
- * caller (the table holds another), or -ENOMEM, -ENOSPC (table full), -errno
+ * caller (the table and the scheduler hold one each), or -ENOMEM, -ENOSPC (table full), -errno
  * from verbs. */
 int kvf_conn_new(struct kvf_rdma *t, bool active, const char *peer, uint32_t group,
 		 struct kvf_conn **out);
-/* A reference to connection id, or NULL. */
+/* Poller: a reference to connection id, or NULL (under t->lock: setup and
+ * teardown only; the scheduler has kvf_sched_get). */
 struct kvf_conn *kvf_conn_get(struct kvf_rdma *t, uint32_t id);
-/* A reference to the live (not DEAD) active peer connection (a lead) to
- * peer, or NULL. */
-struct kvf_conn *kvf_conn_find_peer(struct kvf_rdma *t, const char *peer);
 /* The QP of group lead g that the work keyed by key goes on (a room id for
  * frames, a wr_id for writes): always the same one for the same key. No
  * reference taken: valid while g is held. */
@@ -211,6 +217,11 @@ void kvf_conn_teardown(struct kvf_conn *c, uint16_t reason, const char *why);
 void kvf_conn_set_established(struct kvf_conn *c, const char *how);
 /* Destroy QP, id and CQ of a DEAD connection (drained or given up). */
 void kvf_conn_destroy(struct kvf_conn *c);
+/* Once the scheduler let go: the send queue's drain marker. */
+void kvf_conn_post_sq_drain_marker(struct kvf_conn *c);
+/* Once the scheduler let go: destroy the QP that could not be moved to
+ * error (destroy_owed), and push the PEER_LOST that waited for it. */
+void kvf_conn_destroy_owed(struct kvf_conn *c);
 /* Post receive buffer slot. 0 or -errno. */
 int kvf_conn_post_recv(struct kvf_conn *c, uint32_t slot);
 

@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "conn.h"
@@ -20,18 +19,11 @@
 #include "poller.h"
 #include "pool.h"
 #include "proto.h"
+#include "sched.h"
 #include "sendq.h"
 #include "verbs.h"
 
 #define FRAME_CAP (64u * 1024u)
-
-uint64_t kvf_rdma_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 void kvf_rdma_wake(struct kvf_rdma *t)
 {
@@ -75,6 +67,7 @@ void kvf_rdma_close(void *tp)
 		}
 		pthread_join(t->poller, NULL);
 	}
+	kvf_sched_close(t);
 	for (uint32_t i = 0; i < t->np; i++)
 		kvf_conn_put(t->plist[i]);
 	free(t->plist);

@@ -14,21 +14,26 @@
 
 #include <kvferry/kvferry.h>
 
+#include "clock.h"
 #include "conn.h"
 #include "log.h"
 #include "pool.h"
 #include "proto.h"
+#include "sched.h"
 #include "sendq.h"
 
 #define PROGRESS_EVERY_NS 50000ull
 
 /* ============================================ control frames (scheduler) */
 
-static void request_teardown(struct kvf_conn *c, uint16_t reason)
+/* The first request stands. The scheduler is the only writer of
+ * teardown_req, so why is written before the store that publishes it. */
+static void request_teardown(struct kvf_conn *c, uint16_t reason, const char *why)
 {
-	int none = 0;
-
-	atomic_compare_exchange_strong(&c->teardown_req, &none, reason);
+	if (!atomic_load(&c->teardown_req)) {
+		snprintf(c->teardown_why, sizeof(c->teardown_why), "%s", why);
+		atomic_store(&c->teardown_req, reason);
+	}
 	kvf_rdma_wake(c->t);
 }
 
@@ -77,7 +82,7 @@ static int send_hello(struct kvf_conn *c)
 	if (len < 0) {
 		kvf_err("rdma", "connection %u: HELLO for %u buffers does not fit the peer's "
 			"%u-byte frames", c->id, pool->nbufs, c->peer_frame_max);
-		request_teardown(c, KVF_FAIL_CONNECT);
+		request_teardown(c, KVF_FAIL_CONNECT, "HELLO does not fit the peer's frames");
 		return len;
 	}
 	rc = post_frame(c, buf, (uint32_t)len);
@@ -104,13 +109,52 @@ static int send_room_info_part(struct kvf_conn *c, struct kvf_pframe *f)
 		kvf_err("rdma", "connection %u: room %#" PRIx64 ": ROOM_INFO does not fit the "
 			"peer's %u-byte frames; tearing the connection down", c->id, f->room_id,
 			c->peer_frame_max);
-		request_teardown(c, KVF_FAIL_CONNECT);
+		request_teardown(c, KVF_FAIL_CONNECT, "ROOM_INFO does not fit the peer's frames");
 		f->sent = f->total;
 		return 0;
 	}
 	rc = post_frame(c, buf, (uint32_t)len);
 	if (!rc)
 		f->sent += n;
+	return rc;
+}
+
+static int send_heartbeat(struct kvf_conn *c)
+{
+	uint32_t i = c->tx_free[c->tx_nfree - 1];
+	uint8_t *buf = c->tx_buf + (size_t)i * c->t->frame_max;
+	int rc;
+
+	kvf_proto_encode_heartbeat(buf, KVF_PROTO_HDR_LEN);
+	rc = post_frame(c, buf, KVF_PROTO_HDR_LEN);
+	if (!rc)
+		kvf_frameq_hb_sent(&c->fq);
+	return rc;
+}
+
+/* The head frame: a ROOM_INFO sequence's next part, or a fixed frame.
+ * *done when it left the queue's head for good. */
+static int send_head(struct kvf_conn *c, struct kvf_pframe *f, bool *done)
+{
+	int rc = 0;
+
+	*done = true;
+	if (!f->len) {
+		/* A ROOM_INFO sequence stays at the head until its last frame
+		 * is posted: nothing gets between its frames. */
+		rc = send_room_info_part(c, f);
+		*done = !rc && f->sent >= f->total;
+	} else if (f->len > c->peer_frame_max) {
+		/* Not reached: the fixed frames are far smaller than the
+		 * smallest frame size connect accepts. */
+		kvf_err("rdma", "connection %u: %u-byte %s for room %#" PRIx64 " is over the "
+			"peer's %u-byte frames; dropped", c->id, f->len,
+			kvf_frame_type_str(f->data[6]), kvf_proto_frame_room(f->data),
+			c->peer_frame_max);
+	} else {
+		rc = post_frame(c, f->data, f->len);
+		*done = !rc;
+	}
 	return rc;
 }
 
@@ -125,32 +169,21 @@ static int send_frames(struct kvf_conn *c)
 		if (rc)
 			return rc;
 	}
-	while (c->fq_head && c->tx_nfree && kvf_sendq_credits(&c->sq)) {
-		struct kvf_pframe *f = c->fq_head;
+	while (c->tx_nfree && kvf_sendq_credits(&c->sq)) {
+		struct kvf_pframe *f = kvf_frameq_head(&c->fq);
+		bool done;
 
-		if (!f->len) {
-			/* A ROOM_INFO sequence stays at the head until its last
-			 * frame is posted: nothing gets between its frames. */
-			rc = send_room_info_part(c, f);
-			if (rc)
-				return rc;
-			if (f->sent < f->total)
-				continue;
-		} else if (f->len > c->peer_frame_max) {
-			/* Not reached: the fixed frames are far smaller than the
-			 * smallest frame size connect accepts. */
-			kvf_err("rdma", "connection %u: %u-byte %s for room %#" PRIx64 " is over the "
-				"peer's %u-byte frames; dropped", c->id, f->len,
-				kvf_frame_type_str(f->data[6]), kvf_proto_frame_room(f->data),
-				c->peer_frame_max);
-		} else if ((rc = post_frame(c, f->data, f->len))) {
-			return rc;
+		if (kvf_frameq_hb_next(&c->fq)) {
+			rc = send_heartbeat(c);
+		} else if (f) {
+			rc = send_head(c, f, &done);
+			if (done)
+				kvf_frameq_pop(&c->fq);
+		} else {
+			break;
 		}
-		c->fq_head = f->next;
-		if (!c->fq_head)
-			c->fq_tail = &c->fq_head;
-		free(f->blocks);
-		free(f);
+		if (rc)
+			return rc;
 	}
 	return 0;
 }
@@ -167,15 +200,37 @@ static void conn_flush(struct kvf_conn *c)
 	if (!rc && c->hello_sent)
 		rc = kvf_sendq_post_writes(&c->sq);
 	if (rc && rc != -ENOTCONN)
-		request_teardown(c, KVF_FAIL_PEER_LOST);
+		request_teardown(c, KVF_FAIL_PEER_LOST, "posting to the send queue failed");
 }
 
+/* Post what can go; a connection left with work waiting (for credits, a
+ * send buffer, ESTABLISHED or the pool) goes on the pending list that
+ * op_progress walks, one without leaves it. */
+static void conn_kick(struct kvf_conn *c)
+{
+	conn_flush(c);
+	kvf_sched_pending(c->t, c, !c->hello_sent || kvf_frameq_head(&c->fq) || c->fq.hb_owed ||
+				   kvf_sendq_waiting(&c->sq));
+}
+
+/* Queue f (taken: freed when refused) and post what can go. A peer that
+ * let the cap of waiting frames fill (frameq.h) loses the connection. */
 static int enqueue_frame(struct kvf_conn *c, struct kvf_pframe *f)
 {
-	f->next = NULL;
-	*c->fq_tail = f;
-	c->fq_tail = &f->next;
-	conn_flush(c);
+	char why[160];
+
+	if (kvf_frameq_push(&c->fq, f)) {
+		free(f->blocks);
+		free(f);
+		snprintf(why, sizeof(why), "the peer does not drain its receive queue: %u control "
+			 "frames wait for it (the cap)", c->fq.max);
+		if (!atomic_load(&c->teardown_req)) /* once, not per refused frame */
+			kvf_err("rdma", "connection %u (%s): %s; tearing it down", c->id, c->peer,
+				why);
+		request_teardown(c, KVF_FAIL_PEER_LOST, why);
+		return -ENOBUFS;
+	}
+	conn_kick(c);
 	return 0;
 }
 
@@ -236,15 +291,22 @@ static int op_pool_register(void *tp, const struct kvf_pool_layout *layout)
 }
 
 /* The peer connection to peer: the live one, or a new QP group. *out is
- * the lead, referenced. */
+ * the lead (the scheduler's own reference keeps it). */
 static int get_or_connect(struct kvf_rdma *t, const char *peer, struct kvf_conn **out)
 {
-	*out = kvf_conn_find_peer(t, peer);
+	int rc;
+
+	*out = kvf_sched_find_peer(t, peer);
 	if (*out)
 		return 0;
 	if (atomic_load(&t->dev_dead))
 		return -ENODEV;
-	return kvf_qp_group_connect(t, peer, out);
+	rc = kvf_qp_group_connect(t, peer, out);
+	if (rc)
+		return rc;
+	kvf_sched_add_peer(t, *out);
+	kvf_conn_put(*out); /* the caller's: the scheduler holds its own */
+	return 0;
 }
 
 /* The list goes as one ROOM_INFO sequence (proto.h), split at post time
@@ -286,10 +348,9 @@ static int op_send_room_info(void *tp, const char *peer, uint64_t room_id, uint6
 	}
 	/* One QP for everything of this room: its whole sequence here, and
 	 * any later frame for it goes the same way (kvf_conn_pick). */
-	enqueue_frame(kvf_conn_pick(c, room_id), f);
+	rc = enqueue_frame(kvf_conn_pick(c, room_id), f);
 	*conn = c->id;
-	kvf_conn_put(c);
-	return 0;
+	return rc;
 }
 
 /* A room's writes all go on one QP of the peer connection, picked by its
@@ -300,42 +361,33 @@ static int op_post_writes(void *tp, uint32_t conn, uint64_t wr_id, uint32_t imm,
 			  const uint32_t *src, const uint32_t *dst, uint32_t n)
 {
 	struct kvf_rdma *t = tp;
-	struct kvf_conn *g = kvf_conn_get(t, conn), *c;
+	struct kvf_conn *g = kvf_sched_get(t, conn), *c;
 	const struct kvf_peer_pool *pp;
 	int rc;
 
 	if (!g)
 		return -ENOTCONN;
 	c = kvf_conn_pick(g, wr_id);
-	if (atomic_load(&c->state) != KVF_CONN_ESTABLISHED) {
-		rc = -ENOTCONN;
-		goto out;
-	}
+	if (atomic_load(&c->state) != KVF_CONN_ESTABLISHED)
+		return -ENOTCONN;
 	/* Acquire pairs with the store-release of peer_pool in on_hello
 	 * (poller.c). */
 	pp = atomic_load_explicit(&c->peer_pool, memory_order_acquire);
 	rc = check_room(t, c, pp, src, dst, n);
 	if (rc)
-		goto out;
+		return rc;
 	rc = kvf_sendq_add_room(&c->sq, t->pool->wr_bufs, pp->bufs, pp->nbufs, wr_id, imm,
 				src, dst, n);
 	if (rc > 0)
-		conn_flush(c);
-out:
-	kvf_conn_put(g);
+		conn_kick(c);
 	return rc;
 }
 
 static int op_cancel_writes(void *tp, uint32_t conn, uint64_t wr_id)
 {
-	struct kvf_conn *g = kvf_conn_get(tp, conn);
-	int dropped;
+	struct kvf_conn *g = kvf_sched_get(tp, conn);
 
-	if (!g)
-		return 0;
-	dropped = kvf_sendq_cancel(&kvf_conn_pick(g, wr_id)->sq, wr_id);
-	kvf_conn_put(g);
-	return dropped;
+	return g ? kvf_sendq_cancel(&kvf_conn_pick(g, wr_id)->sq, wr_id) : 0;
 }
 
 /* ABORT and ABORT_ACK go on the QP of the room's ROOM_INFO (picked by room
@@ -347,16 +399,13 @@ static int op_cancel_writes(void *tp, uint32_t conn, uint64_t wr_id)
  * every connection is one QP anyway. */
 static int send_small(struct kvf_rdma *t, uint32_t conn, uint64_t room_id, struct kvf_pframe *f)
 {
-	struct kvf_conn *g = kvf_conn_get(t, conn), *c = g ? kvf_conn_pick(g, room_id) : NULL;
+	struct kvf_conn *g = kvf_sched_get(t, conn), *c = g ? kvf_conn_pick(g, room_id) : NULL;
 
 	if (!c || atomic_load(&c->state) >= KVF_CONN_DEAD) {
 		free(f);
-		kvf_conn_put(g);
 		return -ENOTCONN;
 	}
-	enqueue_frame(c, f);
-	kvf_conn_put(g);
-	return 0;
+	return enqueue_frame(c, f);
 }
 
 static int op_send_abort(void *tp, uint32_t conn, uint64_t room_id, uint8_t to_role,
@@ -382,16 +431,16 @@ static int op_send_abort_ack(void *tp, uint32_t conn, uint64_t room_id)
 
 static void op_teardown(void *tp, uint32_t conn, const char *why)
 {
-	struct kvf_conn *c = kvf_conn_get(tp, conn);
+	struct kvf_conn *c = kvf_sched_get(tp, conn);
 
 	if (!c)
 		return;
 	kvf_info("rdma", "engine tears down connection %u (%s): %s", conn, c->peer,
 		 why ? why : "no reason given");
-	request_teardown(c, KVF_FAIL_PEER_LOST);
-	kvf_conn_put(c);
+	request_teardown(c, KVF_FAIL_PEER_LOST, why ? why : "torn down by the engine");
 }
 
+/* Per completion: no lock, no reference count. */
 static bool op_on_wc(void *tp, const struct kvf_event *ev)
 {
 	enum kvf_wr_kind kind = kvf_wr_kind(ev->key);
@@ -402,16 +451,11 @@ static bool op_on_wc(void *tp, const struct kvf_event *ev)
 	/* The QP it completed on: a control SEND names its connection in the
 	 * wr_id; a write was posted on the QP its wr_id picks. */
 	if (kind == KVF_WR_CTRL) {
-		c = kvf_conn_get(tp, kvf_wr_gen(ev->key));
+		c = kvf_sched_get(tp, kvf_wr_gen(ev->key));
 	} else {
-		struct kvf_conn *g = kvf_conn_get(tp, ev->peer);
+		struct kvf_conn *g = kvf_sched_get(tp, ev->peer);
 
 		c = g ? kvf_conn_pick(g, ev->key) : NULL;
-		if (c != g) {
-			if (c)
-				kvf_conn_ref(c);
-			kvf_conn_put(g);
-		}
 	}
 	if (c) {
 		uint32_t slot = kvf_wr_slot(ev->key);
@@ -420,50 +464,48 @@ static bool op_on_wc(void *tp, const struct kvf_event *ev)
 			c->tx_free[c->tx_nfree++] = slot;
 		if (ev->status == IBV_WC_SUCCESS)
 			kvf_sendq_completed(&c->sq);
-		conn_flush(c);
-		kvf_conn_put(c);
+		if (c->s_pending)
+			conn_kick(c);
 	}
 	return kind == KVF_WR_DATA;
 }
 
-/* Heartbeats, and whatever waits for a connection that just came up. */
+/* Every connection established: a heartbeat owed when its interval has
+ * passed. A walk of the connections held, every eighth of the interval
+ * (a heartbeat is late by that much at most). */
+static void heartbeats(struct kvf_rdma *t, uint64_t now)
+{
+	uint64_t hb = (uint64_t)t->cfg.heartbeat_interval_ms * 1000000ull;
+
+	if (!hb || now - t->last_hb_walk_ns < hb / 8)
+		return;
+	t->last_hb_walk_ns = now;
+	for (struct kvf_conn *c = t->s.all; c; c = c->s_next) {
+		if (atomic_load(&c->state) != KVF_CONN_ESTABLISHED || now - c->last_hb_ns < hb)
+			continue;
+		kvf_frameq_heartbeat(&c->fq);
+		c->last_hb_ns = now;
+		conn_kick(c);
+	}
+}
+
+/* Connections gone and new ones, heartbeats, and the connections with
+ * work waiting (pending list): no lock, no scan of the table. */
 static int op_progress(void *tp, uint64_t now_ns)
 {
 	struct kvf_rdma *t = tp;
-	struct kvf_conn *live[64];
-	uint64_t now = kvf_rdma_now_ns(); /* the poller's clock, not the engine's */
-	uint64_t hb = (uint64_t)t->cfg.heartbeat_interval_ms * 1000000ull;
-	uint32_t n = 0, start = 0;
+	uint64_t now = kvf_monotonic_ns(); /* the poller's clock, not the engine's */
+	struct kvf_conn *next;
 
 	if (now - t->last_scan_ns < PROGRESS_EVERY_NS)
 		return 0;
 	t->last_scan_ns = now;
-	do {
-		n = 0;
-		pthread_mutex_lock(&t->lock);
-		for (; start < KVF_MAX_CONNS && n < 64; start++) {
-			struct kvf_conn *c = t->conns[start];
-
-			if (c && atomic_load(&c->state) == KVF_CONN_ESTABLISHED) {
-				kvf_conn_ref(c);
-				live[n++] = c;
-			}
-		}
-		pthread_mutex_unlock(&t->lock);
-		for (uint32_t i = 0; i < n; i++) {
-			struct kvf_conn *c = live[i];
-			struct kvf_pframe *f;
-
-			if (hb && now - c->last_hb_ns >= hb && (f = frame_alloc(KVF_PROTO_HDR_LEN))) {
-				kvf_proto_encode_heartbeat(f->data, f->len);
-				c->last_hb_ns = now;
-				enqueue_frame(c, f);
-			} else {
-				conn_flush(c);
-			}
-			kvf_conn_put(c);
-		}
-	} while (start < KVF_MAX_CONNS);
+	kvf_sched_collect(t);
+	heartbeats(t, now);
+	for (struct kvf_conn *c = t->s.pending; c; c = next) {
+		next = c->s_pnext; /* conn_kick may take c off the list */
+		conn_kick(c);
+	}
 	return 0;
 }
 

@@ -12,9 +12,11 @@
 
 #include <kvferry/kvferry.h>
 
+#include "clock.h"
 #include "conn.h"
 #include "frame_events.h"
 #include "log.h"
+#include "names.h"
 #include "verbs.h"
 
 #define CQ_ACK_BATCH 64u
@@ -98,7 +100,7 @@ static void on_frame(struct poller *p, struct kvf_conn *c, uint32_t slot, uint32
 	};
 	struct kvf_frame f;
 
-	switch (kvf_frame_events(&src, buf, len, kvf_rdma_now_ns(), &f)) {
+	switch (kvf_frame_events(&src, buf, len, kvf_monotonic_ns(), &f)) {
 	case KVF_FRAME_HELLO:
 		on_hello(c, &f);
 		break;
@@ -127,7 +129,7 @@ static void on_recv(struct poller *p, struct kvf_conn *c, const struct ibv_wc *w
 		kvf_conn_teardown(c, KVF_FAIL_PEER_LOST, why);
 		return;
 	}
-	atomic_store_explicit(&c->last_heard_ns, kvf_rdma_now_ns(), memory_order_relaxed);
+	atomic_store_explicit(&c->last_heard_ns, kvf_monotonic_ns(), memory_order_relaxed);
 	/* Before the frame becomes an event: a ROOM_INFO pushed while we are
 	 * still CONNECTING would have its writes refused (-ENOTCONN) and the
 	 * room failed as peer lost. Our QP is in RTS since the accept. */
@@ -177,7 +179,7 @@ static void on_send(struct poller *p, struct kvf_conn *c, const struct ibv_wc *w
 		 * wait on this connection would only learn it from a deadline. */
 		snprintf(why, sizeof(why), "%s (vendor_err 0x%x, qp 0x%x): %s",
 			 ibv_wc_status_str(wc->status), wc->vendor_err, wc->qp_num,
-			 kvf_wc_hint(wc->status));
+			 kvf_wc_status_hint(wc->status));
 		kvf_conn_teardown(c, KVF_FAIL_PEER_LOST, why);
 	}
 }
@@ -429,7 +431,10 @@ static void check_conn(struct kvf_rdma *t, struct kvf_conn *c, uint64_t now)
 	char why[160];
 
 	if (req && st < KVF_CONN_DEAD) {
-		kvf_conn_teardown(c, (uint16_t)req, "torn down by the engine");
+		/* The seq_cst load of teardown_req above orders the why after
+		 * the scheduler's write of it (request_teardown, ops.c). */
+		kvf_conn_teardown(c, (uint16_t)req,
+				  c->teardown_why[0] ? c->teardown_why : "torn down by the engine");
 	} else if (st == KVF_CONN_ESTABLISHED && limit && age_ns(now, heard) > limit) {
 		snprintf(why, sizeof(why), "nothing heard for %" PRIu64 " ms (%u heartbeats of %u ms)",
 			 age_ns(now, heard) / 1000000, cfg->heartbeat_misses, cfg->heartbeat_interval_ms);
@@ -442,10 +447,23 @@ static void check_conn(struct kvf_rdma *t, struct kvf_conn *c, uint64_t now)
 	}
 }
 
-static bool drained(const struct kvf_conn *c, uint64_t now)
+/* Whether a DEAD connection can be destroyed. Never before the scheduler
+ * let go of it (sched_done: it may still be posting to the QP); then the
+ * send queue's drain marker goes, and both markers are waited for. */
+static bool drained(struct kvf_conn *c, uint64_t now)
 {
 	if (atomic_load(&c->state) != KVF_CONN_DEAD)
 		return false;
+	/* Acquire pairs with the store-release of sched_done in retire
+	 * (sched.c). */
+	if (!atomic_load_explicit(&c->sched_done, memory_order_acquire))
+		return false;
+	if (c->destroy_owed)
+		kvf_conn_destroy_owed(c);
+	if (!c->sq_marker) {
+		kvf_conn_post_sq_drain_marker(c);
+		c->dead_ns = now; /* the give-up below counts from here */
+	}
 	if (c->sq_drained && c->rq_drained)
 		return true;
 	if (age_ns(now, c->dead_ns) > DRAIN_GIVE_UP_NS) {
@@ -506,11 +524,11 @@ void *kvf_poller_main(void *arg)
 	p.batch = t->cfg.poll_batch ? t->cfg.poll_batch : 32;
 	p.hello_max_bufs = (uint32_t)((t->frame_max - KVF_PROTO_HELLO_FIXED) / KVF_PROTO_HELLO_BUF_LEN);
 	p.wcs = t->wcs;
-	idle_since = kvf_rdma_now_ns();
+	idle_since = kvf_monotonic_ns();
 	/* Acquire pairs with the store-release of stop in kvf_rdma_close. */
 	while (!atomic_load_explicit(&t->stop, memory_order_acquire)) {
 		int busy = poll_all(&p);
-		uint64_t now = kvf_rdma_now_ns();
+		uint64_t now = kvf_monotonic_ns();
 
 		if (busy)
 			idle_since = now;
@@ -521,7 +539,7 @@ void *kvf_poller_main(void *arg)
 		if (now - last_house >= HOUSEKEEP_NS) {
 			/* A fresh clock: handle_fds() above may have just created
 			 * or established a connection, stamped after now. */
-			housekeeping(t, kvf_rdma_now_ns());
+			housekeeping(t, kvf_monotonic_ns());
 			last_house = now;
 		}
 		if (!busy && now - idle_since >= idle_ns)

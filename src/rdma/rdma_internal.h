@@ -5,8 +5,10 @@
  *
  * Threads. Ops run on the scheduler thread; the poller thread (poller.c)
  * owns the rdma_cm channel, the completion queues, the receive queues and
- * every connection's setup and teardown. They share the connection table
- * (t->lock) and, per connection, the state and the send queue (conn->lock).
+ * every connection's setup and teardown. The scheduler reaches connections
+ * through its own structures (sched.h), fed by two lock-free stacks; the
+ * one lock left, t->lock, guards the connection table, which only setup
+ * and teardown touch (the scheduler only when it connects to a new peer).
  * Only the poller pushes to the ring. */
 #ifndef KVF_RDMA_INTERNAL_H
 #define KVF_RDMA_INTERNAL_H
@@ -26,6 +28,7 @@ struct kvf_conn;
 struct kvf_pool;
 
 #define KVF_MAX_CONNS 1024u
+#define KVF_SCHED_PEER_BUCKETS 64u /* peer address -> group lead (sched.c) */
 #define KVF_HELLO_MAX_BUFS 1024u /* pool buffers at most: frames are sized to carry them */
 
 struct kvf_rdma {
@@ -63,15 +66,29 @@ struct kvf_rdma {
 	atomic_bool dev_dead;         /* a device-fatal event: no new connections */
 	atomic_bool new_conns;        /* the scheduler added a connection to start */
 
-	/* Connection table: slot = id % KVF_MAX_CONNS, ids never reused. */
+	/* Connection table: slot = id % KVF_MAX_CONNS, ids never reused.
+	 * Setup and teardown only: the poller's lookups (cm events, a group's
+	 * teardown), inserts from either thread, unlinks by the poller. */
 	pthread_mutex_t lock;
 	struct kvf_conn *conns[KVF_MAX_CONNS];
 	uint32_t next_id;
 	uint32_t nconns;
 
+	/* Poller --> scheduler, lock-free stacks (sched.h). */
+	_Atomic(struct kvf_conn *) handoff;
+	_Atomic(struct kvf_conn *) dead;
+
 	/* Scheduler-thread only. */
 	struct kvf_pool *pool;
 	uint64_t last_scan_ns;
+	uint64_t last_hb_walk_ns;
+	struct kvf_sched_conns {
+		struct kvf_conn *by_id[KVF_MAX_CONNS]; /* chained through s_hnext */
+		struct kvf_conn *by_peer[KVF_SCHED_PEER_BUCKETS]; /* group leads */
+		struct kvf_conn *all;          /* every connection held */
+		struct kvf_conn *pending;      /* those with frames or writes waiting */
+		uint32_t n;
+	} s;
 
 	/* Poller-thread only: connections it polls (have a CQ). */
 	struct kvf_conn **plist;
@@ -84,7 +101,6 @@ struct kvf_rdma {
 extern const struct kvf_transport_ops kvf_rdma_ops;
 void kvf_rdma_close(void *t);
 
-uint64_t kvf_rdma_now_ns(void);
 void kvf_rdma_wake(struct kvf_rdma *t);
 void kvf_rdma_push(struct kvf_rdma *t, const struct kvf_event *ev);
 

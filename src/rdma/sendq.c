@@ -30,6 +30,7 @@ int kvf_sendq_init(struct kvf_sendq *sq, uint32_t id, uint32_t depth, uint32_t m
 	sq->post = post;
 	sq->post_ctx = post_ctx;
 	sq->credits = depth;
+	sq->pend_max = KVF_SQ_PEND_MAX;
 	/* Each signaled WR in flight holds one entry at least: depth of them
 	 * at most, and one slot more tells a full ring from an empty one. */
 	sq->sig_cap = depth + 1;
@@ -196,6 +197,12 @@ static int pend_reserve(struct kvf_sendq *sq, size_t more)
 	struct kvf_wdesc *p;
 	size_t cap;
 
+	if (more > sq->pend_max - kvf_sendq_waiting(sq)) {
+		kvf_err("sendq", "connection %u: a room of up to %zu writes on top of %zu waiting "
+			"passes the bound of %zu waiting writes: refused", sq->id, more,
+			kvf_sendq_waiting(sq), sq->pend_max);
+		return -ENOBUFS;
+	}
 	if (sq->pend_head && sq->pend_tail + more > sq->pend_cap) {
 		memmove(sq->pend, sq->pend + sq->pend_head,
 			(sq->pend_tail - sq->pend_head) * sizeof(*sq->pend));
@@ -207,6 +214,8 @@ static int pend_reserve(struct kvf_sendq *sq, size_t more)
 	cap = sq->pend_cap ? sq->pend_cap : 256;
 	while (cap < sq->pend_tail + more)
 		cap *= 2;
+	if (cap > sq->pend_max)
+		cap = sq->pend_max; /* enough: pend_head is 0 here, see above */
 	p = realloc(sq->pend, cap * sizeof(*p));
 	if (!p)
 		return -ENOMEM;
@@ -281,9 +290,10 @@ int kvf_sendq_add_room(struct kvf_sendq *sq, const struct kvf_sq_buf *local,
 {
 	/* At most one WR per block per buffer, and one when n is 0. */
 	size_t first, most = (size_t)nbufs * n + 1;
+	int rc = pend_reserve(sq, most);
 
-	if (pend_reserve(sq, most))
-		return -ENOMEM;
+	if (rc)
+		return rc;
 	first = sq->pend_tail;
 	for (uint32_t b = 0; b < nbufs && n; b++)
 		build_buffer(sq, &local[b], &remote[b], wr_id, src, dst, n);

@@ -43,6 +43,12 @@ struct kvf_sq_buf {
  * as ibv_post_send leaves them). */
 typedef int (*kvf_sq_post_fn)(void *ctx, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
 
+/* Writes waiting on one queue at most, by default: ~100 MB of them. The
+ * waiting queue grows with the rooms handed to a connection faster than
+ * its peer takes them (rooms x WRs per room); this makes the bound
+ * explicit, so a runaway backlog fails rooms instead of the process. */
+#define KVF_SQ_PEND_MAX (1u << 20)
+
 /* A write waiting for send-queue room: one RDMA WRITE work request. */
 #define KVF_WD_SIGNALED 1u
 #define KVF_WD_IMM 2u
@@ -80,9 +86,11 @@ struct kvf_sendq {
 	uint32_t *sig;
 	uint32_t sig_head, sig_tail, sig_cap;
 
-	/* Writes waiting for credits, FIFO: pend[pend_head..pend_tail). */
+	/* Writes waiting for credits, FIFO: pend[pend_head..pend_tail). At
+	 * most pend_max of them (KVF_SQ_PEND_MAX unless the owner sets it
+	 * after init): a room that would pass it is refused whole. */
 	struct kvf_wdesc *pend;
-	size_t pend_head, pend_tail, pend_cap;
+	size_t pend_head, pend_tail, pend_cap, pend_max;
 	struct ibv_send_wr *wrs; /* scratch for one post, depth entries */
 };
 
@@ -101,7 +109,8 @@ void kvf_sendq_fini(struct kvf_sendq *sq);
  * is signaled, and its last one always: a WRITE_WITH_IMM carrying imm
  * (n == 0: that one write alone, zero bytes, no SGE). Every WR has wr_id.
  * Nothing is posted here. Returns the number of signaled WRs queued (> 0),
- * or -ENOMEM. */
+ * -ENOBUFS (its WRs would pass pend_max: nothing of it is queued, the
+ * room fails, the queue goes on) or -ENOMEM. */
 int kvf_sendq_add_room(struct kvf_sendq *sq, const struct kvf_sq_buf *local,
 		       const struct kvf_sq_buf *remote, uint32_t nbufs, uint64_t wr_id,
 		       uint32_t imm, const uint32_t *src, const uint32_t *dst, uint32_t n);

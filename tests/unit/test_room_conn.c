@@ -170,3 +170,52 @@ Test(room_conn, early_entries_belong_to_the_connection_that_left_them)
 	kvf_progress(eng);
 	cr_assert_eq(stats().ignored[KVF_IGN_OTHER_CONN], 4, "bound to conn 7 by the tombstone");
 }
+
+/* PEER_LOST walks the lost connection's own room list: every room bound to
+ * it (senders bound by ROOM_INFO, receivers bound at init) fails, rooms of
+ * other connections and unbound rooms do not, and a released room has left
+ * the list (its slot reused by a room of another connection). */
+Test(room_conn, peer_lost_fails_exactly_the_rooms_of_its_connection)
+{
+	uint32_t blocks[2] = { 0, 1 };
+	kvf_room s1 = bound_sender(300), s2 = bound_sender(301), gone = bound_sender(302);
+	kvf_room other, unbound, r7, r8, reused;
+
+	cr_assert_eq(kvf_sender_create(eng, 303, &other), 0);
+	push_info(eng, 303, 8, 0x100000006ull, 4);
+	cr_assert_eq(kvf_sender_create(eng, 304, &unbound), 0);
+	f.conn = 7;
+	cr_assert_eq(kvf_receiver_create(eng, 305, "10.0.0.1:1", &r7), 0);
+	cr_assert_eq(kvf_receiver_init(eng, r7, blocks, 2), 0);
+	f.conn = 8;
+	cr_assert_eq(kvf_receiver_create(eng, 306, "10.0.0.2:1", &r8), 0);
+	cr_assert_eq(kvf_receiver_init(eng, r8, blocks, 2), 0);
+	kvf_progress(eng);
+	/* released: its slot leaves conn 7's list and goes to conn 8's room */
+	kvf_abort(eng, gone);
+	push_ack(eng, 302, 7);
+	kvf_progress(eng);
+	cr_assert_eq(kvf_release(eng, gone), 0);
+	cr_assert_eq(kvf_sender_create(eng, 307, &reused), 0);
+	push_info(eng, 307, 8, 0x100000007ull, 4);
+
+	push_lost(eng, 7);
+	kvf_progress(eng);
+	cr_assert_eq(reason(s1), KVF_FAIL_PEER_LOST);
+	cr_assert_eq(reason(s2), KVF_FAIL_PEER_LOST);
+	cr_assert_eq(reason(r7), KVF_FAIL_PEER_LOST);
+	cr_assert_eq(kvf_quiescent(eng, r7), 1, "its QPs are in error: nothing can land");
+	cr_assert_eq(kvf_poll(eng, other), KVF_WAITING_FOR_INPUT);
+	cr_assert_eq(kvf_poll(eng, reused), KVF_WAITING_FOR_INPUT);
+	cr_assert_eq(kvf_poll(eng, unbound), KVF_BOOTSTRAPPING);
+	cr_assert_eq(kvf_poll(eng, r8), KVF_WAITING_FOR_INPUT);
+	cr_assert_eq(stats().failures[KVF_FAIL_PEER_LOST], 3);
+
+	push_lost(eng, 8);
+	kvf_progress(eng);
+	cr_assert_eq(reason(other), KVF_FAIL_PEER_LOST);
+	cr_assert_eq(reason(reused), KVF_FAIL_PEER_LOST);
+	cr_assert_eq(reason(r8), KVF_FAIL_PEER_LOST);
+	cr_assert_eq(kvf_poll(eng, unbound), KVF_BOOTSTRAPPING);
+	cr_assert_eq(stats().failures[KVF_FAIL_PEER_LOST], 6);
+}

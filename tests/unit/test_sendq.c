@@ -353,3 +353,35 @@ Test(sendq, init_refuses_what_cannot_work)
 	cr_assert_eq(sq.max_sge, KVF_SQ_MAX_SGE);
 	cr_assert_eq(sq.signal_every, 4);
 }
+
+/* The waiting queue is bounded (pend_max): a room whose writes would pass
+ * it is refused whole with -ENOBUFS, the rooms queued before it are intact
+ * and still post, and once they drained a room fits again. */
+Test(sendq, waiting_writes_are_bounded_and_a_room_past_the_bound_is_refused_whole)
+{
+	/* remote blocks apart: one WR per block */
+	uint32_t src[] = {0, 1, 2}, dst[] = {0, 2, 4};
+
+	init(4, 4, 8);
+	sq.pend_max = 8;
+	cr_assert_eq(kvf_sendq_add_room(&sq, local1, remote1, 1, 1, 0, src, dst, 3), 1);
+	cr_assert_eq(kvf_sendq_waiting(&sq), 3);
+	/* up to 4 more (3 blocks + 1): 7 of 8 */
+	cr_assert_eq(kvf_sendq_add_room(&sq, local1, remote1, 1, 2, 0, src, dst, 3), 1);
+	cr_assert_eq(kvf_sendq_waiting(&sq), 6);
+	cr_assert_eq(kvf_sendq_add_room(&sq, local1, remote1, 1, 3, 0, src, dst, 3), -ENOBUFS);
+	cr_assert_eq(kvf_sendq_waiting(&sq), 6, "nothing of the refused room is queued");
+	for (size_t i = sq.pend_head; i < sq.pend_tail; i++)
+		cr_assert_neq(sq.pend[i].wr_id, 3);
+	/* the queue goes on: room 1 posts (3 WRs fit 4 credits) */
+	cr_assert_eq(kvf_sendq_post_writes(&sq), 0);
+	cr_assert_eq(rec.n, 3);
+	cr_assert_eq(kvf_sendq_waiting(&sq), 3);
+	kvf_sendq_completed(&sq);
+	cr_assert_eq(kvf_sendq_post_writes(&sq), 0);
+	cr_assert_eq(rec.n, 6);
+	cr_assert_eq(kvf_sendq_waiting(&sq), 0);
+	cr_assert_eq(kvf_sendq_add_room(&sq, local1, remote1, 1, 3, 0, src, dst, 3), 1,
+		     "drained: the room fits again");
+	credits_hold();
+}

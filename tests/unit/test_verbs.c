@@ -2,7 +2,7 @@
 /* src/verbs.c: an asynchronous event takes down only what it names. */
 #include <criterion/criterion.h>
 
-#include "verbs.h"
+#include "rdma/verbs.h"
 
 static enum kvf_async_class classify_port(enum ibv_event_type type, int port_num, uint8_t ours)
 {

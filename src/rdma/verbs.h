@@ -1,16 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* A thin layer over libibverbs: one place that turns verbs' mixed error
  * conventions (NULL + errno, positive errno) into -errno and logs strerror,
- * plus the names and hints the rest of the transport prints. */
+ * plus what the transport asks of a device (async events, ports, MTUs).
+ * Work-completion names and hints are src/names.c's (one table, for the
+ * room engine and the transport). */
 #ifndef KVF_VERBS_H
 #define KVF_VERBS_H
 
 #include <infiniband/verbs.h>
 #include <stdint.h>
-
-/* A hint for a failed work completion, for the room's failure detail.
- * Never NULL ("" when there is nothing to add). */
-const char *kvf_wc_hint(int status);
 
 /* What an asynchronous event takes down, for a transport on one port. */
 enum kvf_async_class {

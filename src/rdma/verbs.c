@@ -8,38 +8,6 @@
 
 #include "log.h"
 
-const char *kvf_wc_hint(int status)
-{
-	switch (status) {
-	case IBV_WC_SUCCESS:
-		return "";
-	case IBV_WC_WR_FLUSH_ERR:
-		return "flushed: the queue pair went to error earlier (see the first error)";
-	case IBV_WC_RETRY_EXC_ERR:
-		return "peer unreachable or qp_timeout too short (rdma.qp_timeout, rdma.retry_cnt)";
-	case IBV_WC_RNR_RETRY_EXC_ERR:
-		return "peer had no receive posted (rdma.rnr_retry, rdma.rq_depth)";
-	case IBV_WC_REM_ACCESS_ERR:
-		return "bad rkey or block out of the remote pool";
-	case IBV_WC_REM_INV_REQ_ERR:
-		return "peer rejected the request (length or opcode)";
-	case IBV_WC_REM_OP_ERR:
-		return "peer failed the operation (its receive buffer too small?)";
-	case IBV_WC_LOC_PROT_ERR:
-	case IBV_WC_LOC_ACCESS_ERR:
-		return "local buffer not registered or lkey wrong";
-	case IBV_WC_LOC_LEN_ERR:
-		return "message longer than the receive buffer";
-	case IBV_WC_LOC_QP_OP_ERR:
-		return "local queue pair misuse (bad SGE count or state)";
-	case IBV_WC_FATAL_ERR:
-	case IBV_WC_GENERAL_ERR:
-		return "device error: check dmesg";
-	default:
-		return "";
-	}
-}
-
 /* Port events: element.port_num says which port. */
 static bool port_event(enum ibv_event_type type)
 {

@@ -1,0 +1,205 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The scheduler's view of the connections (sched.h). */
+#include "sched.h"
+
+#include <string.h>
+
+#include "conn.h"
+#include "hash.h"
+#include "log.h"
+
+/* ----------------------------------------------- the two stacks (poller) */
+
+void kvf_sched_handoff(struct kvf_rdma *t, struct kvf_conn *c)
+{
+	struct kvf_conn *top = atomic_load_explicit(&t->handoff, memory_order_relaxed);
+
+	/* Release pairs with the acquire exchange in take(): c whole. */
+	do
+		c->handoff_next = top;
+	while (!atomic_compare_exchange_weak_explicit(&t->handoff, &top, c, memory_order_release,
+						      memory_order_relaxed));
+}
+
+void kvf_sched_dead(struct kvf_rdma *t, struct kvf_conn *c)
+{
+	struct kvf_conn *top = atomic_load_explicit(&t->dead, memory_order_relaxed);
+
+	/* Release pairs with the acquire exchange in take(): DEAD and the
+	 * handoff push before it are seen. */
+	do
+		c->dead_next = top;
+	while (!atomic_compare_exchange_weak_explicit(&t->dead, &top, c, memory_order_release,
+						      memory_order_relaxed));
+}
+
+static struct kvf_conn *take(_Atomic(struct kvf_conn *) *stack)
+{
+	/* Acquire pairs with the release CAS of kvf_sched_handoff/_dead. */
+	if (!atomic_load_explicit(stack, memory_order_relaxed))
+		return NULL;
+	return atomic_exchange_explicit(stack, NULL, memory_order_acquire);
+}
+
+/* ------------------------------------------------------- the structures */
+
+static uint32_t peer_bucket(const char *peer)
+{
+	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a, then mixed */
+
+	for (; *peer; peer++)
+		h = (h ^ (uint8_t)*peer) * 0x100000001b3ull;
+	return (uint32_t)kvf_mix64(h) & (KVF_SCHED_PEER_BUCKETS - 1);
+}
+
+static void adopt(struct kvf_rdma *t, struct kvf_conn *c)
+{
+	struct kvf_sched_conns *s = &t->s;
+	struct kvf_conn **b = &s->by_id[c->id % KVF_MAX_CONNS];
+
+	c->s_hnext = *b;
+	*b = c;
+	c->s_prev = NULL;
+	c->s_next = s->all;
+	if (s->all)
+		s->all->s_prev = c;
+	s->all = c;
+	s->n++;
+	kvf_sched_pending(t, c, true); /* HELLO is owed */
+}
+
+static void unlink_peer(struct kvf_rdma *t, struct kvf_conn *c)
+{
+	struct kvf_conn **p = &t->s.by_peer[peer_bucket(c->peer)];
+
+	for (; *p; p = &(*p)->s_peer_next) {
+		if (*p == c) {
+			*p = c->s_peer_next;
+			return;
+		}
+	}
+}
+
+static void retire(struct kvf_rdma *t, struct kvf_conn *c)
+{
+	struct kvf_sched_conns *s = &t->s;
+	struct kvf_conn **p = &s->by_id[c->id % KVF_MAX_CONNS];
+
+	while (*p && *p != c)
+		p = &(*p)->s_hnext;
+	if (*p)
+		*p = c->s_hnext;
+	if (c->s_prev)
+		c->s_prev->s_next = c->s_next;
+	else
+		s->all = c->s_next;
+	if (c->s_next)
+		c->s_next->s_prev = c->s_prev;
+	s->n--;
+	kvf_sched_pending(t, c, false);
+	if (c->s_in_peer)
+		unlink_peer(t, c);
+	/* Release pairs with the poller's load-acquire of sched_done in
+	 * drained() (poller.c): nothing of ours touches c after this. */
+	atomic_store_explicit(&c->sched_done, true, memory_order_release);
+	kvf_conn_put(c);
+}
+
+static void adopt_handed_off(struct kvf_rdma *t)
+{
+	for (struct kvf_conn *c = take(&t->handoff), *next; c; c = next) {
+		next = c->handoff_next;
+		adopt(t, c);
+	}
+}
+
+void kvf_sched_collect(struct kvf_rdma *t)
+{
+	struct kvf_conn *dead = take(&t->dead), *next;
+
+	/* After taking dead: every one of them is handed off by now. */
+	adopt_handed_off(t);
+	for (; dead; dead = next) {
+		next = dead->dead_next;
+		retire(t, dead);
+	}
+}
+
+static struct kvf_conn *lookup(struct kvf_rdma *t, uint32_t id)
+{
+	struct kvf_conn *c = t->s.by_id[id % KVF_MAX_CONNS];
+
+	while (c && c->id != id)
+		c = c->s_hnext;
+	return c;
+}
+
+struct kvf_conn *kvf_sched_get(struct kvf_rdma *t, uint32_t id)
+{
+	struct kvf_conn *c;
+
+	if (!id)
+		return NULL;
+	c = lookup(t, id);
+	if (c || !atomic_load_explicit(&t->handoff, memory_order_relaxed))
+		return c;
+	/* A connection the poller made since: its events can name it before
+	 * the next progress. */
+	adopt_handed_off(t);
+	return lookup(t, id);
+}
+
+struct kvf_conn *kvf_sched_find_peer(struct kvf_rdma *t, const char *peer)
+{
+	for (struct kvf_conn *c = t->s.by_peer[peer_bucket(peer)]; c; c = c->s_peer_next)
+		if (atomic_load(&c->state) < KVF_CONN_DEAD && !atomic_load(&c->teardown_req) &&
+		    !strcmp(c->peer, peer))
+			return c;
+	return NULL;
+}
+
+void kvf_sched_add_peer(struct kvf_rdma *t, struct kvf_conn *lead)
+{
+	struct kvf_conn **b = &t->s.by_peer[peer_bucket(lead->peer)];
+
+	lead->s_peer_next = *b;
+	*b = lead;
+	lead->s_in_peer = true;
+}
+
+void kvf_sched_pending(struct kvf_rdma *t, struct kvf_conn *c, bool waiting)
+{
+	struct kvf_sched_conns *s = &t->s;
+
+	if (waiting == c->s_pending)
+		return;
+	c->s_pending = waiting;
+	if (waiting) {
+		c->s_pprev = NULL;
+		c->s_pnext = s->pending;
+		if (s->pending)
+			s->pending->s_pprev = c;
+		s->pending = c;
+		return;
+	}
+	if (c->s_pprev)
+		c->s_pprev->s_pnext = c->s_pnext;
+	else
+		s->pending = c->s_pnext;
+	if (c->s_pnext)
+		c->s_pnext->s_pprev = c->s_pprev;
+	c->s_pprev = c->s_pnext = NULL;
+}
+
+void kvf_sched_close(struct kvf_rdma *t)
+{
+	struct kvf_conn *next;
+
+	adopt_handed_off(t);
+	take(&t->dead); /* no references of their own: every one is adopted */
+	for (struct kvf_conn *c = t->s.all; c; c = next) {
+		next = c->s_next;
+		kvf_conn_put(c);
+	}
+	memset(&t->s, 0, sizeof(t->s));
+}
