@@ -7,7 +7,7 @@ KVF_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 # the soft-RoCE suite (host tools are also what the VM guest runs: it shares
 # the host's /usr).
 KVF_PKGS_BUILD=(gcc meson ninja-build pkg-config libconfig-dev libcriterion-dev
-	libck-dev libibverbs-dev librdmacm-dev spin)
+	libck-dev libibverbs-dev librdmacm-dev spin libmicrohttpd-dev)
 KVF_PKGS_RDMA=(rdma-core ibverbs-utils ibverbs-providers rdmacm-utils perftest
 	iproute2 kmod)
 KVF_PKGS_VM=(qemu-system-x86 linux-image-amd64 busybox-static cpio)

@@ -39,9 +39,10 @@ static int alloc_tables(struct kvf_engine *eng)
 
 	eng->slots = kvf_table_alloc(n, sizeof(*eng->slots));
 	eng->free_stack = kvf_table_alloc(n, sizeof(*eng->free_stack));
+	eng->obs = kvf_table_alloc(n, sizeof(*eng->obs));
 	eng->batch = calloc(KVF_BATCH, sizeof(*eng->batch));
 	eng->ring = kvf_ring_create(eng->cfg.ring_size);
-	if (!eng->slots || !eng->free_stack || !eng->batch || !eng->ring)
+	if (!eng->slots || !eng->free_stack || !eng->obs || !eng->batch || !eng->ring)
 		return -ENOMEM;
 	eng->batch_cap = KVF_BATCH;
 	eng->nslots = n;
@@ -80,6 +81,7 @@ static void free_tables(struct kvf_engine *eng)
 		free(eng->peers[i]);
 	free(eng->peers);
 	free(eng->batch);
+	kvf_table_free(eng->obs, eng->cfg.max_rooms, sizeof(*eng->obs));
 	kvf_table_free(eng->free_stack, eng->cfg.max_rooms, sizeof(*eng->free_stack));
 	kvf_table_free(eng->slots, eng->cfg.max_rooms, sizeof(*eng->slots));
 }
@@ -110,6 +112,19 @@ int kvf_engine_create(const struct kvf_config *cfg, const struct kvf_transport_o
 	return 0;
 }
 
+/* The snapshot the endpoint serves exists before the endpoint does. */
+static int metrics_open(struct kvf_engine *eng)
+{
+	int rc = kvf_metrics_init(eng);
+
+	if (!rc)
+		rc = kvf_metrics_publish(eng);
+	if (!rc)
+		rc = kvf_http_start(eng->metrics, eng->cfg.metrics_listen_addr,
+				    eng->cfg.metrics_listen_port);
+	return rc;
+}
+
 int kvf_engine_open(const char *config_path, kvf_engine **out)
 {
 	struct kvf_config cfg;
@@ -122,7 +137,14 @@ int kvf_engine_open(const char *config_path, kvf_engine **out)
 	if (rc)
 		return rc; /* the loader logged file, line and key */
 	kvf_log_set_level(cfg.log_level);
+	*out = NULL;
 	rc = kvf_engine_create(&cfg, NULL, NULL, out);
+	if (!rc && cfg.metrics_listen_port)
+		rc = metrics_open(*out);
+	if (rc && *out) {
+		kvf_engine_close(*out);
+		*out = NULL;
+	}
 	if (rc || !cfg.rdma_enabled)
 		return rc;
 #if HAVE_RDMA
@@ -152,7 +174,9 @@ void kvf_engine_close(kvf_engine *eng)
 
 	if (!eng)
 		return;
-	/* Stop the poller first: after this nothing produces into the ring. */
+	/* Stop the HTTP thread and the poller first: after this nothing
+	 * reads a snapshot or produces into the ring. */
+	kvf_metrics_fini(eng);
 	if (eng->ops && eng->ops->close)
 		eng->ops->close(eng->t);
 	live = eng->nslots - eng->nfree;
@@ -248,6 +272,7 @@ int kvf_progress(kvf_engine *eng)
 		eng->ops->progress(eng->t, now);
 	if (eng->cfg.summary_interval_s && now >= eng->next_summary_ns)
 		log_summary(eng, now);
+	kvf_metrics_tick(eng, now);
 	return n;
 }
 
