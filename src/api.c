@@ -135,6 +135,7 @@ static bool peer_valid(const char *peer)
 static int peer_intern(kvf_engine *eng, const char *peer, uint16_t *idx)
 {
 	char **grown;
+	uint32_t *conns;
 
 	for (uint32_t i = 0; i < eng->npeers; i++) {
 		if (strcmp(eng->peers[i], peer) == 0) {
@@ -148,6 +149,11 @@ static int peer_intern(kvf_engine *eng, const char *peer, uint16_t *idx)
 	if (!grown)
 		return -ENOMEM;
 	eng->peers = grown;
+	conns = realloc(eng->peer_conns, (eng->npeers + 1) * sizeof(*conns));
+	if (!conns)
+		return -ENOMEM;
+	eng->peer_conns = conns;
+	conns[eng->npeers] = 0;
 	eng->peers[eng->npeers] = strdup(peer);
 	if (!eng->peers[eng->npeers])
 		return -ENOMEM;
@@ -238,6 +244,11 @@ int kvf_receiver_init(kvf_engine *eng, kvf_room room, const uint32_t *blocks, ui
 	}
 	r->conn = conn;
 	r->flags |= KVF_RF_INFO_SENT;
+	/* Connection ids are never reused: another id for the same peer is
+	 * a new connection after the last one was lost. */
+	if (eng->peer_conns[r->peer] && eng->peer_conns[r->peer] != conn)
+		eng->oc.reconnects++;
+	eng->peer_conns[r->peer] = conn;
 	kvf_obs(eng, r)->info_ns = kvf_now(eng);
 	kvf_obs(eng, r)->chunks_total = nblocks; /* they land at once, with the last write */
 	kvf_obs(eng, r)->bytes = (uint64_t)nblocks * eng->block_bytes;

@@ -80,6 +80,7 @@ static void free_tables(struct kvf_engine *eng)
 	for (uint32_t i = 0; i < eng->npeers; i++)
 		free(eng->peers[i]);
 	free(eng->peers);
+	free(eng->peer_conns);
 	free(eng->batch);
 	kvf_table_free(eng->obs, eng->cfg.max_rooms, sizeof(*eng->obs));
 	kvf_table_free(eng->free_stack, eng->cfg.max_rooms, sizeof(*eng->free_stack));

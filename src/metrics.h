@@ -44,6 +44,7 @@ struct kvf_obs_counters {
 	uint64_t bytes_sent;           /* sender: bytes of the rooms handed to the transport */
 	uint64_t bytes_landed;         /* receiver: bytes of the rooms whose data landed */
 	uint64_t chunks_completed;     /* sender: signaled writes completed successfully */
+	uint64_t reconnects;           /* receiver: a peer's ROOM_INFO went on a new connection */
 	struct kvf_hist xfer_s[2];     /* per role: send (init) to SUCCESS */
 	struct kvf_hist room_bytes[2]; /* per role: bytes of each successful room */
 };

@@ -213,6 +213,9 @@ static void engine_counters(const struct kvf_snap *s, struct kvf_buf *b)
 		"Bytes of the sender rooms handed to the transport by send().", s->oc.bytes_sent);
 	counter(b, "kvferry_room_landed_bytes_total",
 		"Bytes of the receiver rooms whose data landed.", s->oc.bytes_landed);
+	counter(b, "kvferry_reconnects_total",
+		"Receiver side: ROOM_INFOs to a peer that went on a new connection (the last "
+		"one was lost).", s->oc.reconnects);
 	counter(b, "kvferry_chunks_completed_total",
 		"Sender chunks (signaled RDMA WRITEs) completed successfully.",
 		s->oc.chunks_completed);
@@ -241,8 +244,6 @@ static void transport_counters(const struct kvf_snap *s, struct kvf_buf *b)
 	counter(b, "kvferry_posted_bytes_total", "Bytes of the RDMA WRITEs posted.",
 		s->tst.bytes_posted);
 	counter(b, "kvferry_completions_total", "Work completions polled.", s->tst.completions);
-	counter(b, "kvferry_reconnects_total",
-		"Connections made to a peer that had one before.", s->tst.reconnects);
 	family(b, "kvferry_connections", "gauge", "Connections not dead.");
 	kvf_buf_printf(b, "kvferry_connections %" PRIu64 "\n", s->tst.conns_live);
 }

@@ -147,6 +147,7 @@ struct kvf_engine {
 	struct kvf_metrics *metrics; /* NULL: no snapshots (metrics.listen_port 0) */
 
 	char **peers;             /* interned "host:port" strings */
+	uint32_t *peer_conns;     /* per peer: the connection its last ROOM_INFO went on */
 	uint32_t npeers;
 
 	uint64_t next_summary_ns;

@@ -58,7 +58,6 @@ struct kvf_transport_stats {
 	uint64_t wrs_posted;    /* RDMA WRITEs posted to the device */
 	uint64_t bytes_posted;  /* their bytes */
 	uint64_t completions;   /* work completions polled */
-	uint64_t reconnects;    /* connections made to a peer that had one before */
 	uint64_t conns_live;    /* gauge: connections not dead */
 };
 

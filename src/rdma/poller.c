@@ -149,6 +149,8 @@ static void on_frame(struct poller *p, struct kvf_conn *c, uint32_t slot, uint32
 		bad_frame(c, names, f.room_id, detail);
 		return;
 	}
+	atomic_fetch_add_explicit(&p->t->st_frames_rx[f.type % KVF_FRAME_TYPES], 1,
+				  memory_order_relaxed); /* a counter: publishes nothing */
 	switch (f.type) {
 	case KVF_FR_HELLO:
 		on_hello(c, &f);
@@ -258,6 +260,7 @@ static int poll_cq(struct poller *p, struct kvf_conn *c)
 		kvf_conn_teardown(c, KVF_FAIL_DEVICE, "ibv_poll_cq failed");
 		return 0;
 	}
+	atomic_fetch_add_explicit(&p->t->st_completions, (uint64_t)n, memory_order_relaxed);
 	for (int i = 0; i < n; i++) {
 		if (kvf_wr_kind(p->wcs[i].wr_id) == KVF_WR_RECV)
 			on_recv(p, c, &p->wcs[i]);

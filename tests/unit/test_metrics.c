@@ -334,3 +334,16 @@ Test(metrics, progress_publishes_on_the_interval)
 	kvf_progress(eng);
 	cr_assert_eq(eng->metrics->seq, seq + 2);
 }
+
+/* A receiver's ROOM_INFO to a peer on another connection id than the last
+ * one is a reconnect (ids are never reused). */
+Test(metrics, reconnects_are_counted_per_peer)
+{
+	f.conn = 9; /* the connection to 10.0.0.1 was lost; a new one */
+	receiver_inited(0x33, "10.0.0.1:18515");
+	receiver_inited(0x34, "10.0.0.1:18515");
+	f.conn = 10; /* another peer's first connection: not a reconnect */
+	receiver_inited(0x35, "10.0.0.2:18515");
+	scrape(&pa);
+	cr_assert_eq(prom_get(&pa, "kvferry_reconnects_total"), 1);
+}
