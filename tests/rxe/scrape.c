@@ -5,8 +5,8 @@
  * /rooms instead, alternating between the given ports on 127.0.0.1,
  * INTERVAL_MS apart. A shell loop forks several processes a scrape, which
  * in a TCG guest costs more than the engine's side of it; this measures the
- * engine's. Connection refused before the first answer is waited out (the
- * engines are not open yet): up to 60 s.
+ * engine's. A refused connection is retried (an engine is not open yet)
+ * for the first 60 s, then counts as a failed scrape.
  *
  *   scrape COUNT INTERVAL_MS EVERY PORT [PORT...]
  *
@@ -84,8 +84,8 @@ int main(int argc, char **argv)
 		const char *path = i % every == every - 1 ? "/rooms" : "/metrics";
 
 		code = get(atoi(argv[4 + i % nports]), path, &bytes);
-		if (code == 0 && answered == 0 && mono() < start_by) {
-			usleep(20000); /* not listening yet */
+		if (code == 0 && mono() < start_by) {
+			usleep(20000); /* that engine is not listening yet */
 			continue;
 		}
 		answered++;

@@ -149,6 +149,10 @@ Test(metrics_http, bad_requests_get_4xx_and_the_endpoint_lives_on)
 	code = http_raw(huge, strlen(huge), NULL);
 	cr_assert(code >= 400 && code < 500, "long url: %d", code);
 	free(huge);
+	/* A request line without a space: libmicrohttpd 0.9.75 closes the
+	 * connection without an answer; the endpoint goes on. */
+	code = http_raw("garbage\r\n\r\n", 11, NULL);
+	cr_assert(code == 0 || (code >= 400 && code < 500), "no space: %d", code);
 	cr_assert_eq(http_get("/metrics", NULL), 200);
 }
 

