@@ -199,7 +199,8 @@ static inline double prom_get(const struct prom *pr, const char *series)
 }
 
 /* Every counter (and histogram series) of a is in b and did not go down. */
-static inline bool prom_counters_grew(const struct prom *a, const struct prom *b, char *err, size_t len)
+static inline bool prom_counters_grew(const struct prom *a, const struct prom *b, char *err,
+				      size_t len)
 {
 	for (int i = 0; i < a->n; i++) {
 		double v;

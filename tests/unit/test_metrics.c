@@ -113,11 +113,13 @@ Test(metrics, exposition_parses_and_counts_every_room)
 	cr_assert_eq(prom_get(&pa, "kvferry_rooms{role=\"sender\",state=\"TRANSFERRING\"}"), 1);
 	cr_assert_eq(prom_get(&pa, "kvferry_rooms{role=\"sender\",state=\"SUCCESS\"}"), 1);
 	cr_assert_eq(prom_get(&pa, "kvferry_rooms{role=\"sender\",state=\"FAILED\"}"), 1);
-	cr_assert_eq(prom_get(&pa, "kvferry_rooms{role=\"receiver\",state=\"WAITING_FOR_INPUT\"}"), 1);
+	cr_assert_eq(prom_get(&pa, "kvferry_rooms{role=\"receiver\","
+			      "state=\"WAITING_FOR_INPUT\"}"), 1);
 	cr_assert_eq(prom_get(&pa, "kvferry_rooms{role=\"receiver\",state=\"SUCCESS\"}"), 1);
 	cr_assert_eq(prom_get(&pa, "kvferry_rooms_inflight"), 1);
 	cr_assert_eq(prom_get(&pa, "kvferry_room_failures_total{role=\"sender\",reason=\"deadline\"}"), 1);
-	cr_assert_eq(prom_get(&pa, "kvferry_room_failures_total{role=\"receiver\",reason=\"deadline\"}"), 0);
+	cr_assert_eq(prom_get(&pa, "kvferry_room_failures_total{role=\"receiver\","
+			      "reason=\"deadline\"}"), 0);
 	cr_assert_eq(prom_get(&pa, "kvferry_deadline_expiries_total{deadline=\"bootstrap\","
 			      "key=\"deadlines.bootstrap_s\"}"), 1);
 	cr_assert_eq(prom_get(&pa, "kvferry_peer_rooms{peer=\"10.0.0.1:18515\"}"), 2);
