@@ -93,7 +93,10 @@ timeout -k 5 150 "$DRIVER" --role decode --config "$W/d.conf" "${shape[@]}" --ro
 	--timeout 120 --linger 60 > "$W/decode.out" 2> "$W/decode.log" &
 CHILDREN+=("$!")
 wait_lines "$W/decode.out" ' SUCCESS ' 8 60 || { show "$W/decode.out" "$W/decode.log"; fail "8 rooms did not land"; }
-kill -STOP "$ppid"
+pdrv=$(pgrep -P "$ppid" | head -n1) # the driver itself, not its timeout
+[ -n "$pdrv" ] || fail "no prefill driver under pid $ppid"
+CHILDREN+=("$pdrv")
+kill -STOP "$pdrv"
 note "8 rooms landed; prefill SIGSTOPped: 4 receiver rooms wait for a peer that does not answer"
 sleep 1 # a snapshot after the last success (interval_ms 200)
 c=$(get 19743 '/rooms?state=WAITING_FOR_INPUT&role=receiver' "$W/rooms1")
@@ -137,20 +140,37 @@ note "bad request 'garbage' (no space) -> connection closed, answer '$c'"
 wait_lines "$W/decode.out" 'FAILED reason=deadline' 4 60 || { show "$W/decode.out" "$W/decode.log"; fail "the 4 rooms did not fail by their deadline"; }
 note "the 4 rooms FAILED by their deadline; waiting for them to quiesce and be released"
 sleep 1
+# Failed, but the stopped peer cannot acknowledge: not quiescent, bounded
+# now by deadlines.quiesce_s (10 s), then the connection is torn down.
 get 19743 '/rooms?state=FAILED' "$W/rooms2" > /dev/null
+sed '1,/^\r$/d' "$W/rooms2" > "$W/rooms2.json"
 "${STAT[@]}" --url http://127.0.0.1:19743 --state failed | tee "$W/stat2.txt"
-wait_lines "$W/decode.out" '^driver: role=decode' 1 60 || { show "$W/decode.out" "$W/decode.log"; fail "decode did not finish"; }
+python3 - "$W/rooms2.json" <<'PY' || fail "/rooms does not show the 4 failed rooms waiting to quiesce"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["count"] == 4, d["count"]
+for r in d["rooms"]:
+    f, dl = r["failure"], r["deadline"]
+    assert f["reason"] == "deadline" and f["key"] == "deadlines.receiver_waiting_s", f
+    assert not r["quiescent"] and dl["key"] == "deadlines.quiesce_s" and dl["left_s"] <= 10, r
+PY
+wait_lines "$W/decode.out" '^driver: role=decode rooms=' 1 60 || { show "$W/decode.out" "$W/decode.log"; fail "decode did not finish"; }
 sleep 1
 get 19743 /metrics "$W/m2" > /dev/null
 waiting=$(metric "$W/m2" 'kvferry_rooms{role="receiver",state="WAITING_FOR_INPUT"}')
 f1=$(metric "$W/m2" 'kvferry_room_failures_total{role="receiver",reason="deadline"}')
 e1=$(metric "$W/m2" 'kvferry_deadline_expiries_total{deadline="receiver_waiting",key="deadlines.receiver_waiting_s"}')
+q1=$(metric "$W/m2" 'kvferry_deadline_expiries_total{deadline="quiesce",key="deadlines.quiesce_s"}')
 grep -E '^kvferry_(rooms\{role="receiver"|rooms_inflight|rooms_unquiescent|room_failures_total\{role="receiver",reason="deadline"|deadline_expiries_total)' "$W/m2"
 [ "$waiting" = 0 ] || fail "the waiting gauge is $waiting after the deadline, not 0"
+u1=$(metric "$W/m2" 'kvferry_rooms_unquiescent')
+[ "$u1" = 0 ] || fail "$u1 rooms still unquiescent after the driver released every room"
 [ "$f1" = 4 ] && [ "$e1" = 4 ] || fail "failure counter $f1, expiries $e1 (want 4 and 4)"
+[ "${q1:-0}" -ge 1 ] || fail "no quiesce deadline expired: who acknowledged for a stopped peer?"
 "${STAT[@]}" --url http://127.0.0.1:19743 --summary | tee "$W/stat3.txt"
 logs=$(grep -c 'FAILED: deadline receiver_waiting, set by deadlines.receiver_waiting_s; peer' "$W/decode.log")
-grep -m1 'FAILED: deadline' "$W/decode.log"
+grep -m1 'FAILED: deadline' "$W/decode.log" | sed 's/^/log: /'
+grep -m1 'not quiescent after' "$W/decode.log" | sed 's/^/log: /'
+grep -m1 'lost (' "$W/decode.log" | sed 's/^/log: /'
 [ "$logs" = 4 ] || fail "$logs failure log lines naming the deadline key, want 4 (one per room)"
-kill -CONT "$ppid"
-pass "4 stuck rooms shown with deadlines.receiver_waiting_s and time left, FAILED by it; gauge back to 0, failures 0 -> 4, 4 log lines; bad requests 4xx"
+pass "4 stuck rooms shown with deadlines.receiver_waiting_s and time left, FAILED by it, quiesced by deadlines.quiesce_s; gauge back to 0, failures 0 -> 4, 4 log lines; bad requests 4xx"
