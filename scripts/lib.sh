@@ -8,7 +8,7 @@ KVF_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 # the host's /usr).
 # clang + libclang-rt-14-dev (libclang_rt.fuzzer): the libFuzzer harnesses.
 KVF_PKGS_BUILD=(gcc meson ninja-build pkg-config libconfig-dev libcriterion-dev
-	libck-dev libibverbs-dev librdmacm-dev spin clang libclang-rt-14-dev)
+	libck-dev libibverbs-dev librdmacm-dev spin clang libclang-rt-14-dev libmicrohttpd-dev)
 KVF_PKGS_RDMA=(rdma-core ibverbs-utils ibverbs-providers rdmacm-utils perftest
 	iproute2 kmod)
 KVF_PKGS_VM=(qemu-system-x86 linux-image-amd64 busybox-static cpio)

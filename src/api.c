@@ -47,6 +47,9 @@ int kvf_pool_register(kvf_engine *eng, uint32_t nbufs, void *const *bufs,
 		return rc;
 	eng->pool_ok = true;
 	eng->pool_nblocks = nblocks;
+	eng->block_bytes = 0;
+	for (uint32_t i = 0; i < nbufs; i++)
+		eng->block_bytes += block_size[i];
 	return 0;
 }
 
@@ -73,7 +76,8 @@ static int room_new(kvf_engine *eng, uint64_t id, enum kvf_role role, struct kvf
 	r->outstanding = 0;
 	r->fail_reason = KVF_FAIL_NONE;
 	r->fail_deadline = KVF_DL_NONE; /* kvf_failure reports it even when not failed */
-	r->last = KVF_LAST_CREATED;
+	memset(kvf_obs(eng, r), 0, sizeof(struct kvf_room_obs));
+	kvf_room_last(eng, r, KVF_LAST_CREATED);
 	r->created_ns = kvf_now(eng);
 	kvf_room_transition(eng, r, KVF_BOOTSTRAPPING); /* from KVF_ROOM_FREE */
 	eng->st.created++;
@@ -131,6 +135,7 @@ static bool peer_valid(const char *peer)
 static int peer_intern(kvf_engine *eng, const char *peer, uint16_t *idx)
 {
 	char **grown;
+	uint32_t *conns;
 
 	for (uint32_t i = 0; i < eng->npeers; i++) {
 		if (strcmp(eng->peers[i], peer) == 0) {
@@ -144,6 +149,11 @@ static int peer_intern(kvf_engine *eng, const char *peer, uint16_t *idx)
 	if (!grown)
 		return -ENOMEM;
 	eng->peers = grown;
+	conns = realloc(eng->peer_conns, (eng->npeers + 1) * sizeof(*conns));
+	if (!conns)
+		return -ENOMEM;
+	eng->peer_conns = conns;
+	conns[eng->npeers] = 0;
 	eng->peers[eng->npeers] = strdup(peer);
 	if (!eng->peers[eng->npeers])
 		return -ENOMEM;
@@ -223,7 +233,7 @@ int kvf_receiver_init(kvf_engine *eng, kvf_room room, const uint32_t *blocks, ui
 	rc = check_blocks(eng, r, blocks, nblocks);
 	if (rc)
 		return rc;
-	r->last = KVF_LAST_INIT;
+	kvf_room_last(eng, r, KVF_LAST_INIT);
 	rc = eng->ops ? eng->ops->send_room_info(eng->t, eng->peers[r->peer], r->id, handle,
 						 blocks, nblocks, &conn)
 		      : -ENOTCONN;
@@ -234,6 +244,14 @@ int kvf_receiver_init(kvf_engine *eng, kvf_room room, const uint32_t *blocks, ui
 	}
 	r->conn = conn;
 	r->flags |= KVF_RF_INFO_SENT;
+	/* Connection ids are never reused: another id for the same peer is
+	 * a new connection after the last one was lost. */
+	if (eng->peer_conns[r->peer] && eng->peer_conns[r->peer] != conn)
+		eng->oc.reconnects++;
+	eng->peer_conns[r->peer] = conn;
+	kvf_obs(eng, r)->info_ns = kvf_now(eng);
+	kvf_obs(eng, r)->chunks_total = nblocks; /* they land at once, with the last write */
+	kvf_obs(eng, r)->bytes = (uint64_t)nblocks * eng->block_bytes;
 	kvf_room_transition(eng, r, KVF_WAITING_FOR_INPUT);
 	return 0;
 }
@@ -264,6 +282,17 @@ static int post_failed(kvf_engine *eng, struct kvf_slot *r, int rc)
 	return rc;
 }
 
+/* The sender's bytes and chunks as handed to the transport. */
+static void sent_obs(kvf_engine *eng, struct kvf_slot *r, uint32_t nblocks, uint32_t signaled)
+{
+	struct kvf_room_obs *o = kvf_obs(eng, r);
+
+	o->send_ns = kvf_now(eng);
+	o->bytes = (uint64_t)nblocks * eng->block_bytes;
+	o->chunks_total = signaled;
+	eng->oc.bytes_sent += o->bytes;
+}
+
 int kvf_sender_send(kvf_engine *eng, kvf_room room, const uint32_t *blocks, uint32_t nblocks)
 {
 	struct kvf_slot *r = room_get(eng, room);
@@ -286,7 +315,7 @@ int kvf_sender_send(kvf_engine *eng, kvf_room room, const uint32_t *blocks, uint
 	rc = check_blocks(eng, r, blocks, nblocks);
 	if (rc)
 		return rc;
-	r->last = KVF_LAST_SEND;
+	kvf_room_last(eng, r, KVF_LAST_SEND);
 	rc = eng->ops ? eng->ops->post_writes(eng->t, r->conn,
 					      kvf_wr_id(KVF_WR_DATA, r->gen, kvf_slot_index(eng, r)),
 					      kvf_imm((uint32_t)info->recv_handle,
@@ -296,6 +325,7 @@ int kvf_sender_send(kvf_engine *eng, kvf_room room, const uint32_t *blocks, uint
 	if (rc <= 0)
 		return post_failed(eng, r, rc ? rc : -EIO);
 	r->outstanding = (uint32_t)rc;
+	sent_obs(eng, r, nblocks, (uint32_t)rc);
 	kvf_room_transition(eng, r, KVF_TRANSFERRING);
 	return 0;
 }
@@ -323,7 +353,7 @@ int kvf_abort(kvf_engine *eng, kvf_room room)
 		return -EINVAL;
 	if (kvf_terminal(r))
 		return 0; /* the first outcome stands */
-	r->last = KVF_LAST_LOCAL_ABORT;
+	kvf_room_last(eng, r, KVF_LAST_LOCAL_ABORT);
 	kvf_room_fail(eng, r, KVF_FAIL_LOCAL_ABORT, ECANCELED, "aborted by the local caller in %s",
 		      kvf_poll_str(r->state));
 	return 0;

@@ -42,6 +42,11 @@ struct kvf_config {
 	uint32_t heartbeat_interval_ms;       /* heartbeat.interval_ms */
 	uint32_t heartbeat_misses;            /* heartbeat.misses */
 
+	/* metrics (the HTTP endpoint; off while listen_port is 0) */
+	char metrics_listen_addr[KVF_CFG_STR]; /* metrics.listen_addr */
+	uint32_t metrics_listen_port;         /* metrics.listen_port, 0 = off */
+	uint32_t metrics_interval_ms;         /* metrics.interval_ms */
+
 	/* rdma (the transport; absent section = no transport) */
 	bool rdma_enabled;                    /* true when the rdma group exists */
 	char device[KVF_CFG_STR];             /* rdma.device, "" = first ACTIVE port */

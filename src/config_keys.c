@@ -112,6 +112,19 @@ static const struct kvf_key keys[] = {
 	  .side = SIDE_BOTH, .phase = "all non-terminal", .def = 2, .min = 1,
 	  .max = 100 },
 
+	/* address /metrics and /rooms are served on (loopback: they are not
+	 * authenticated) */
+	{ .name = "metrics.listen_addr", STR_FIELD(metrics_listen_addr), .form = KF_HOST,
+	  .side = SIDE_BOTH, .phase = "none (observability)", .def_s = "127.0.0.1" },
+	/* HTTP port of /metrics and /rooms, 0 = no endpoint */
+	{ .name = "metrics.listen_port", U32_FIELD(metrics_listen_port),
+	  .side = SIDE_BOTH, .phase = "none (observability)", .def = 0, .min = 0,
+	  .max = 65535 },
+	/* how often the scheduler publishes the snapshot they serve */
+	{ .name = "metrics.interval_ms", U32_FIELD(metrics_interval_ms),
+	  .side = SIDE_BOTH, .phase = "none (observability)", .def = 1000, .min = 10,
+	  .max = 600000 },
+
 	/* verbs device name, "" = first device with an ACTIVE port */
 	{ .name = "rdma.device", STR_FIELD(device), .side = SIDE_BOTH,
 	  .phase = PH_CONN, .def_s = "" },

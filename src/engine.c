@@ -40,9 +40,10 @@ static int alloc_tables(struct kvf_engine *eng)
 
 	eng->slots = kvf_table_alloc(n, sizeof(*eng->slots));
 	eng->free_stack = kvf_table_alloc(n, sizeof(*eng->free_stack));
+	eng->obs = kvf_table_alloc(n, sizeof(*eng->obs));
 	eng->batch = calloc(KVF_BATCH, sizeof(*eng->batch));
 	eng->ring = kvf_ring_create(eng->cfg.ring_size);
-	if (!eng->slots || !eng->free_stack || !eng->batch || !eng->ring)
+	if (!eng->slots || !eng->free_stack || !eng->obs || !eng->batch || !eng->ring)
 		return -ENOMEM;
 	eng->batch_cap = KVF_BATCH;
 	eng->nslots = n;
@@ -81,7 +82,9 @@ static void free_tables(struct kvf_engine *eng)
 	for (uint32_t i = 0; i < eng->npeers; i++)
 		free(eng->peers[i]);
 	free(eng->peers);
+	free(eng->peer_conns);
 	free(eng->batch);
+	kvf_table_free(eng->obs, eng->cfg.max_rooms, sizeof(*eng->obs));
 	kvf_table_free(eng->free_stack, eng->cfg.max_rooms, sizeof(*eng->free_stack));
 	kvf_table_free(eng->slots, eng->cfg.max_rooms, sizeof(*eng->slots));
 }
@@ -119,6 +122,19 @@ static int open_failed(char *err, size_t errlen, const char *stage, int rc)
 	if (err && errlen)
 		snprintf(err, errlen, "%s: %s (details in the log)", stage, strerror(-rc));
 	return rc;
+}
+
+/* The snapshot the endpoint serves exists before the endpoint does. */
+static int metrics_open(struct kvf_engine *eng, char *err, size_t errlen)
+{
+	int rc = kvf_metrics_init(eng);
+
+	if (!rc)
+		rc = kvf_metrics_publish(eng);
+	if (!rc)
+		rc = kvf_http_start(eng->metrics, eng->cfg.metrics_listen_addr,
+				    eng->cfg.metrics_listen_port);
+	return rc ? open_failed(err, errlen, "metrics endpoint", rc) : 0;
 }
 
 /* The transport, on the engine's ring. */
@@ -161,9 +177,10 @@ int kvf_engine_open_with(const char *config_path, const char *const *overrides,
 	rc = kvf_engine_create(&cfg, NULL, NULL, out);
 	if (rc)
 		return open_failed(err, errlen, "engine", rc);
-	if (!cfg.rdma_enabled)
-		return 0;
-	rc = open_transport(*out, err, errlen);
+	if (cfg.metrics_listen_port)
+		rc = metrics_open(*out, err, errlen);
+	if (!rc && cfg.rdma_enabled)
+		rc = open_transport(*out, err, errlen);
 	if (rc) {
 		kvf_engine_close(*out);
 		*out = NULL;
@@ -196,7 +213,9 @@ void kvf_engine_close(kvf_engine *eng)
 
 	if (!eng)
 		return;
-	/* Stop the poller first: after this nothing produces into the ring. */
+	/* Stop the HTTP thread and the poller first: after this nothing
+	 * reads a snapshot or produces into the ring. */
+	kvf_metrics_fini(eng);
 	if (eng->ops && eng->ops->close)
 		eng->ops->close(eng->t);
 	live = eng->nslots - eng->nfree;
@@ -292,6 +311,7 @@ int kvf_progress(kvf_engine *eng)
 		eng->ops->progress(eng->t, now);
 	if (eng->cfg.summary_interval_s && now >= eng->next_summary_ns)
 		log_summary(eng, now);
+	kvf_metrics_tick(eng, now);
 	return n;
 }
 

@@ -166,3 +166,56 @@ const char *kvf_wc_status_hint(int status)
 {
 	return status >= 0 && status < WC_NUM && wc_hints[status] ? wc_hints[status] : "";
 }
+
+/* The configuration key behind each deadline: what a failure's log line and
+ * /rooms name, so an operator knows which knob bounds the room. */
+static const char *const deadline_keys[] = {
+	[KVF_DL_NONE] = "",
+	[KVF_DL_BOOTSTRAP] = "deadlines.bootstrap_s",
+	[KVF_DL_WAITING_FOR_INPUT] = "deadlines.waiting_for_input_s",
+	[KVF_DL_INFLIGHT] = "deadlines.inflight_s",
+	[KVF_DL_RECEIVER_WAITING] = "deadlines.receiver_waiting_s",
+	[KVF_DL_QUIESCE] = "deadlines.quiesce_s",
+};
+_Static_assert(COUNT(deadline_keys) == KVF_DL_NUM, "deadline_keys");
+
+const char *kvf_deadline_key(enum kvf_deadline d)
+{
+	return (unsigned)d < KVF_DL_NUM ? deadline_keys[d] : "";
+}
+
+/* Label values for /metrics and keys for /rooms: one token each, no
+ * spaces, stable (dashboards and alerts match on them). */
+static const char *const fail_tokens[] = {
+	[KVF_FAIL_NONE] = "none",
+	[KVF_FAIL_LOCAL_ABORT] = "local_abort",
+	[KVF_FAIL_PEER_ABORT] = "peer_abort",
+	[KVF_FAIL_WC_ERROR] = "wc_error",
+	[KVF_FAIL_PEER_LOST] = "peer_lost",
+	[KVF_FAIL_DEADLINE] = "deadline",
+	[KVF_FAIL_BAD_FRAME] = "bad_frame",
+	[KVF_FAIL_BAD_REQUEST] = "bad_request",
+	[KVF_FAIL_DEVICE] = "device",
+	[KVF_FAIL_CONNECT] = "connect",
+};
+_Static_assert(COUNT(fail_tokens) == KVF_FAIL_NUM, "fail_tokens");
+
+static const char *const ignore_tokens[] = {
+	[KVF_IGN_STALE_GENERATION] = "stale_generation",
+	[KVF_IGN_UNKNOWN_ROOM] = "unknown_room",
+	[KVF_IGN_FINISHED_ROOM] = "finished_room",
+	[KVF_IGN_DUPLICATE] = "duplicate",
+	[KVF_IGN_BAD_EVENT] = "bad_event",
+	[KVF_IGN_OTHER_CONN] = "other_conn",
+};
+_Static_assert(COUNT(ignore_tokens) == KVF_IGN_NUM, "ignore_tokens");
+
+const char *kvf_fail_reason_token(unsigned r)
+{
+	return r < KVF_FAIL_NUM ? fail_tokens[r] : "unknown";
+}
+
+const char *kvf_ignore_reason_token(unsigned r)
+{
+	return r < KVF_IGN_NUM ? ignore_tokens[r] : "unknown";
+}

@@ -10,4 +10,9 @@
 const char *kvf_wc_status_str(int status);
 const char *kvf_wc_status_hint(int status);
 
+/* One-word tokens for metric labels and JSON ("peer_lost"); "unknown"
+ * past the table. */
+const char *kvf_fail_reason_token(unsigned r);
+const char *kvf_ignore_reason_token(unsigned r);
+
 #endif

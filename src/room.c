@@ -136,6 +136,20 @@ static void leave_state(struct kvf_engine *eng, struct kvf_slot *r)
 	eng->st.rooms[r->state]--;
 }
 
+/* A successful room's transfer time (the sender's from send(), the
+ * receiver's from its ROOM_INFO) and bytes, into the histograms. */
+static void success_obs(struct kvf_engine *eng, struct kvf_slot *r)
+{
+	struct kvf_room_obs *o = kvf_obs(eng, r);
+	uint64_t from = r->role == KVF_SENDER ? o->send_ns : o->info_ns;
+	unsigned role = r->role & 1;
+
+	o->success_ns = r->state_ns;
+	kvf_hist_add(&eng->oc.xfer_s[role], KVF_HIST_SECONDS,
+		     from && from <= o->success_ns ? (double)(o->success_ns - from) / 1e9 : 0.0);
+	kvf_hist_add(&eng->oc.room_bytes[role], KVF_HIST_BYTES, (double)o->bytes);
+}
+
 static void enter_state(struct kvf_engine *eng, struct kvf_slot *r, unsigned state)
 {
 	r->state = (uint8_t)state;
@@ -146,6 +160,8 @@ static void enter_state(struct kvf_engine *eng, struct kvf_slot *r, unsigned sta
 		inflight_add(eng, r);
 	if (kvf_terminal(r) && !(r->flags & KVF_RF_QUIESCENT))
 		eng->st.unquiescent++;
+	if (state == KVF_SUCCESS)
+		success_obs(eng, r);
 	arm_deadline(eng, r); /* FREE has none: cancels */
 }
 
@@ -338,6 +354,26 @@ static void receiver_failed(struct kvf_engine *eng, struct kvf_slot *r, enum kvf
 	}
 }
 
+/* Every failure, once (room_failv runs once a room): room, role, reason,
+ * peer, the deadline's config key when one fired, and the detail. */
+static void log_failure(const struct kvf_engine *eng, const struct kvf_slot *r,
+			const struct kvf_fail_how *how)
+{
+	char peer[80];
+
+	if (r->role == KVF_RECEIVER && r->peer < eng->npeers)
+		snprintf(peer, sizeof(peer), "%s (conn %u)", eng->peers[r->peer], r->conn);
+	else
+		snprintf(peer, sizeof(peer), "conn %u", r->conn);
+	kvf_warn("room", "room %#" PRIx64 " (%s) FAILED: %s%s%s%s%s; peer %s: %s", r->id,
+		 r->role == KVF_SENDER ? "sender" : "receiver", kvf_fail_reason_str(how->reason),
+		 how->reason == KVF_FAIL_DEADLINE ? " " : "",
+		 how->reason == KVF_FAIL_DEADLINE ? kvf_deadline_str(how->dl) : "",
+		 how->reason == KVF_FAIL_DEADLINE ? ", set by " : "",
+		 how->reason == KVF_FAIL_DEADLINE ? kvf_deadline_key(how->dl) : "", peer,
+		 r->fail ? r->fail->text : "(no detail: out of memory)");
+}
+
 static bool room_failv(struct kvf_engine *eng, struct kvf_slot *r, const struct kvf_fail_how *how,
 		       const char *fmt, va_list ap)
 {
@@ -348,13 +384,10 @@ static bool room_failv(struct kvf_engine *eng, struct kvf_slot *r, const struct 
 	write_failure(r, how, fmt, ap);
 	kvf_room_transition(eng, r, KVF_FAILED);
 	eng->st.failures[how->reason]++;
+	eng->oc.fail_by_role[r->role & 1][how->reason]++;
 	if (how->reason == KVF_FAIL_DEADLINE)
 		eng->st.deadlines[how->dl]++;
-	kvf_warn("room", "room %#" PRIx64 " (%s) FAILED: %s%s%s: %s", r->id,
-		 r->role == KVF_SENDER ? "sender" : "receiver", kvf_fail_reason_str(how->reason),
-		 how->reason == KVF_FAIL_DEADLINE ? " " : "",
-		 how->reason == KVF_FAIL_DEADLINE ? kvf_deadline_str(how->dl) : "",
-		 r->fail ? r->fail->text : "(no detail: out of memory)");
+	log_failure(eng, r, how);
 	if (r->role == KVF_SENDER)
 		sender_failed(eng, r, why);
 	else

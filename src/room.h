@@ -15,6 +15,7 @@
 #include "early.h"
 #include "event.h"
 #include "idmap.h"
+#include "metrics.h"
 #include "ring.h"
 #include "timer.h"
 #include "transport.h"
@@ -104,6 +105,22 @@ struct kvf_slot {
 	uint8_t flags;                /* enum kvf_room_flag */
 };
 
+/* What observability wants of a room and the room path does not: a table
+ * beside the slots (one cache line a room), written at the few events that
+ * set it, so the hot slot stays small. Times on the engine clock, 0 = not
+ * yet. */
+struct kvf_room_obs {
+	uint64_t info_ns;        /* ROOM_INFO received (sender) / sent (receiver) */
+	uint64_t send_ns;        /* sender: kvf_sender_send */
+	uint64_t first_chunk_ns;
+	uint64_t last_chunk_ns;
+	uint64_t success_ns;
+	uint64_t last_ns;        /* when slot.last was set */
+	uint64_t bytes;
+	uint32_t chunks_done;
+	uint32_t chunks_total;
+};
+
 struct kvf_engine {
 	struct kvf_config cfg;
 	uint64_t (*now_fn)(void *arg);
@@ -129,8 +146,14 @@ struct kvf_engine {
 
 	bool pool_ok;
 	uint32_t pool_nblocks;
+	uint64_t block_bytes;     /* one block id's bytes over every buffer */
+
+	struct kvf_room_obs *obs; /* per slot, beside slots */
+	struct kvf_obs_counters oc;
+	struct kvf_metrics *metrics; /* NULL: no snapshots (metrics.listen_port 0) */
 
 	char **peers;             /* interned "host:port" strings */
+	uint32_t *peer_conns;     /* per peer: the connection its last ROOM_INFO went on */
 	uint32_t npeers;
 
 	uint64_t next_summary_ns;
@@ -234,5 +257,17 @@ void kvf_room_peer_abort(struct kvf_engine *eng, struct kvf_slot *r, uint32_t co
 			 uint16_t reason, bool from_tombstone);
 
 const char *kvf_last_str(enum kvf_last l);
+
+/* What last happened to the room, and when (kvf_dump, /rooms). */
+static inline void kvf_room_last(struct kvf_engine *eng, struct kvf_slot *r, enum kvf_last l)
+{
+	r->last = (uint8_t)l;
+	eng->obs[kvf_slot_index(eng, r)].last_ns = kvf_now(eng);
+}
+
+static inline struct kvf_room_obs *kvf_obs(struct kvf_engine *eng, const struct kvf_slot *r)
+{
+	return &eng->obs[kvf_slot_index(eng, r)];
+}
 
 #endif

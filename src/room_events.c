@@ -58,7 +58,8 @@ void kvf_room_peer_info(struct kvf_engine *eng, struct kvf_slot *r, struct kvf_p
 {
 	r->info = info;
 	kvf_room_bind(eng, r, info->peer);
-	r->last = KVF_LAST_PEER_INFO;
+	kvf_obs(eng, r)->info_ns = kvf_now(eng);
+	kvf_room_last(eng, r, KVF_LAST_PEER_INFO);
 	if (info->nblocks > eng->cfg.max_blocks_per_room) {
 		kvf_room_fail(eng, r, KVF_FAIL_BAD_FRAME, EPROTO,
 			      "ROOM_INFO names %u blocks, engine.max_blocks_per_room is %u",
@@ -146,7 +147,7 @@ static void on_peer_info(struct kvf_engine *eng, struct kvf_event *ev)
 void kvf_room_peer_abort(struct kvf_engine *eng, struct kvf_slot *r, uint32_t conn,
 			 uint16_t reason, bool from_tombstone)
 {
-	r->last = KVF_LAST_PEER_ABORT;
+	kvf_room_last(eng, r, KVF_LAST_PEER_ABORT);
 	if (r->role == KVF_SENDER && !r->conn)
 		kvf_room_bind(eng, r, conn);
 	if (kvf_room_fail(eng, r, KVF_FAIL_PEER_ABORT, ECONNABORTED,
@@ -214,7 +215,7 @@ static void on_abort_ack(struct kvf_engine *eng, struct kvf_event *ev)
 	}
 	if (other_conn(eng, r, ev, "ABORT_ACK"))
 		return;
-	r->last = KVF_LAST_ABORT_ACK;
+	kvf_room_last(eng, r, KVF_LAST_ABORT_ACK);
 	if (!kvf_terminal(r)) {
 		/* A live room sent no ABORT: this ACK is for an earlier room of
 		 * the same id, and must not hand this one's blocks back. */
@@ -261,6 +262,18 @@ static void wc_failed(struct kvf_engine *eng, struct kvf_slot *r, const struct k
 			  hint);
 }
 
+/* A sender's chunk (signaled write) completed. */
+static void chunk_done(struct kvf_engine *eng, struct kvf_slot *r)
+{
+	struct kvf_room_obs *o = kvf_obs(eng, r);
+
+	o->last_chunk_ns = kvf_now(eng);
+	if (!o->first_chunk_ns)
+		o->first_chunk_ns = o->last_chunk_ns;
+	o->chunks_done++;
+	eng->oc.chunks_completed++;
+}
+
 static void on_wc(struct kvf_engine *eng, struct kvf_event *ev)
 {
 	struct kvf_slot *r;
@@ -274,7 +287,7 @@ static void on_wc(struct kvf_engine *eng, struct kvf_event *ev)
 	r = by_wr(eng, ev);
 	if (!r)
 		return;
-	r->last = KVF_LAST_WC;
+	kvf_room_last(eng, r, KVF_LAST_WC);
 	if (r->outstanding == 0) {
 		/* e.g. the error completion of an unsignaled write after a
 		 * flush: nothing was counted for it. */
@@ -282,6 +295,8 @@ static void on_wc(struct kvf_engine *eng, struct kvf_event *ev)
 		return;
 	}
 	r->outstanding--;
+	if (ev->status == 0)
+		chunk_done(eng, r);
 	if (ev->status != 0)
 		wc_failed(eng, r, ev);
 	else if (r->state == KVF_TRANSFERRING && r->outstanding == 0)
@@ -301,9 +316,15 @@ static void on_data_done(struct kvf_engine *eng, struct kvf_event *ev)
 	}
 	if (other_conn(eng, r, ev, "data done"))
 		return;
-	r->last = KVF_LAST_DATA_DONE;
-	if (r->state == KVF_WAITING_FOR_INPUT)
+	kvf_room_last(eng, r, KVF_LAST_DATA_DONE);
+	if (r->state == KVF_WAITING_FOR_INPUT) {
+		struct kvf_room_obs *o = kvf_obs(eng, r);
+
+		o->first_chunk_ns = o->last_chunk_ns = kvf_now(eng);
+		o->chunks_done = o->chunks_total;
+		eng->oc.bytes_landed += o->bytes;
 		kvf_room_transition(eng, r, KVF_SUCCESS);
+	}
 	else
 		kvf_room_ignore(eng, kvf_terminal(r) ? KVF_IGN_FINISHED_ROOM : KVF_IGN_BAD_EVENT, ev,
 				"data done");
@@ -318,7 +339,7 @@ static void on_data_done(struct kvf_engine *eng, struct kvf_event *ev)
 static void lose_room(struct kvf_engine *eng, struct kvf_slot *r, const struct kvf_event *ev,
 		      enum kvf_fail_reason reason)
 {
-	r->last = KVF_LAST_PEER_LOST;
+	kvf_room_last(eng, r, KVF_LAST_PEER_LOST);
 	kvf_room_fail(eng, r, reason, ECONNRESET, "connection %u to the peer is gone (%s)",
 		      ev->peer, ev->data ? (const char *)ev->data : kvf_fail_reason_str(reason));
 	r->outstanding = 0;
@@ -374,7 +395,7 @@ static void on_bad_frame(struct kvf_engine *eng, struct kvf_event *ev)
 	}
 	if (other_conn(eng, r, ev, "bad frame"))
 		return;
-	r->last = KVF_LAST_BAD_FRAME;
+	kvf_room_last(eng, r, KVF_LAST_BAD_FRAME);
 	if (r->role == KVF_SENDER && !r->conn)
 		kvf_room_bind(eng, r, ev->peer); /* so the failure's ABORT reaches that receiver */
 	if (!kvf_room_fail(eng, r, KVF_FAIL_BAD_FRAME, EPROTO, "bad frame from conn %u: %s",
@@ -430,10 +451,11 @@ void kvf_room_expire(struct kvf_engine *eng, uint32_t slot)
 
 	r->deadline = KVF_DL_NONE;
 	if (dl == KVF_DL_QUIESCE) {
+		eng->oc.quiesce_expiries++;
 		kvf_room_quiesce_overdue(eng, r);
 		return;
 	}
-	r->last = KVF_LAST_DEADLINE;
+	kvf_room_last(eng, r, KVF_LAST_DEADLINE);
 	kvf_room_fail_how(eng, r, &how, "%s deadline: %" PRIu64 " ms in %s", kvf_deadline_str(dl),
 			  (kvf_now(eng) - r->state_ns) / 1000000u, kvf_poll_str(r->state));
 }

@@ -47,6 +47,20 @@ static inline uint32_t kvf_imm(uint32_t slot, uint32_t gen)
 	return (gen & KVF_IMM_GEN_MASK) << KVF_IMM_SLOT_BITS | (slot & ((1u << KVF_IMM_SLOT_BITS) - 1));
 }
 
+/* What a transport counts, for /metrics (kvf_transport_ops.stats). Frames
+ * are counted by their type byte; frame_names[type] names it, NULL for a
+ * type the transport does not have. */
+#define KVF_FRAME_TYPES 16
+struct kvf_transport_stats {
+	const char *frame_names[KVF_FRAME_TYPES];
+	uint64_t frames_tx[KVF_FRAME_TYPES];
+	uint64_t frames_rx[KVF_FRAME_TYPES];
+	uint64_t wrs_posted;    /* RDMA WRITEs posted to the device */
+	uint64_t bytes_posted;  /* their bytes */
+	uint64_t completions;   /* work completions polled */
+	uint64_t conns_live;    /* gauge: connections not dead */
+};
+
 struct kvf_transport_ops {
 	/* The local pool: register it and keep its layout for HELLO. */
 	int (*pool_register)(void *t, const struct kvf_pool_layout *pool);
@@ -85,6 +99,10 @@ struct kvf_transport_ops {
 
 	/* Scheduler-thread work: queued writes, heartbeats, misses. */
 	int (*progress)(void *t, uint64_t now_ns);
+
+	/* Copy the transport's counters (scheduler thread). Optional.
+	 * Returns 0 or -errno. */
+	int (*stats)(void *t, struct kvf_transport_stats *out);
 
 	/* Stop the poller thread and free everything. */
 	void (*close)(void *t);

@@ -280,6 +280,55 @@ KVF_API int kvf_stats(const kvf_engine *eng, struct kvf_stats *out);
  * that applies and when, last event, failure. Returns rooms written or -EINVAL. */
 KVF_API int kvf_dump(const kvf_engine *eng, FILE *fp);
 
+/*
+ * One room as the engine sees it now: the same record /rooms serves (see
+ * docs/troubleshooting.md). Times are on the engine's clock (ns, as
+ * kvf_engine_set_clock's; 0 = not happened yet). Set .size first (see
+ * struct kvf_stats). A "chunk" is a signaled RDMA WRITE on the sender (it
+ * completes as a unit); a receiver sees only its room's final write, so its
+ * chunks land all at once.
+ */
+struct kvf_room_stats {
+	uint32_t size;               /* in: sizeof(struct kvf_room_stats); out: bytes filled */
+	uint8_t role;                /* enum kvf_role */
+	uint8_t state;               /* enum kvf_poll */
+	uint8_t deadline;            /* enum kvf_deadline armed now, KVF_DL_NONE if none */
+	uint8_t quiescent;           /* 1 when kvf_quiescent() would say so */
+	uint64_t room_id;
+	kvf_room handle;
+	uint64_t now_ns;             /* when this record was taken */
+	uint64_t created_ns;         /* kvf_*_create */
+	uint64_t info_ns;            /* ROOM_INFO: received (sender), sent (receiver) */
+	uint64_t send_ns;            /* sender: kvf_sender_send */
+	uint64_t first_chunk_ns;     /* first chunk completed (sender) or landed (receiver) */
+	uint64_t last_chunk_ns;      /* last one */
+	uint64_t success_ns;         /* SUCCESS */
+	uint64_t state_ns;           /* entered its state */
+	uint64_t deadline_ns;        /* when the armed deadline fires, 0 if none */
+	uint64_t last_event_ns;      /* when last_event happened */
+	uint64_t bytes;              /* the room's bytes: posted (sender) or landed (receiver) */
+	uint32_t chunks_done;        /* chunks completed (sender) or landed (receiver) */
+	uint32_t chunks_total;       /* chunks the room has (0 until send/init) */
+	uint32_t outstanding;        /* sender: signaled writes not completed */
+	uint32_t conn;               /* connection the room is bound to, 0 = none */
+	uint8_t fail_reason;         /* enum kvf_fail_reason */
+	uint8_t fail_deadline;       /* enum kvf_deadline when the reason is DEADLINE */
+	uint8_t reserved[6];         /* 0 */
+	char last_event[24];         /* what last happened to it, e.g. "peer-info" */
+	char peer[64];               /* receiver: "host:port"; sender: "conn N" or "" */
+};
+#define KVF_ROOM_STATS_INIT { .size = sizeof(struct kvf_room_stats) }
+
+/* The record of one live room (set out->size first). For engines that
+ * export their own metrics. Returns 0 or -EINVAL (stale handle, NULL out,
+ * out->size too small). */
+KVF_API int kvf_room_stats(const kvf_engine *eng, kvf_room room, struct kvf_room_stats *out);
+
+/* The handles of the live rooms, in slot order: writes at most max of them
+ * and returns how many rooms are live (> max: call again with more room),
+ * or -EINVAL. */
+KVF_API int kvf_room_list(const kvf_engine *eng, kvf_room *out, uint32_t max);
+
 /* ------------------------------------------------------------------- pools */
 
 /*
@@ -378,6 +427,9 @@ KVF_API const char *kvf_poll_str(int state);
 KVF_API const char *kvf_fail_reason_str(enum kvf_fail_reason r);
 KVF_API const char *kvf_deadline_str(enum kvf_deadline d);
 KVF_API const char *kvf_ignore_reason_str(enum kvf_ignore_reason r);
+/* The configuration key that sets a deadline ("deadlines.inflight_s"), ""
+ * for KVF_DL_NONE. Never NULL. */
+KVF_API const char *kvf_deadline_key(enum kvf_deadline d);
 
 #ifdef __cplusplus
 }

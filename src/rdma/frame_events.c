@@ -8,6 +8,7 @@
 #include <kvferry/kvferry.h>
 
 #include "log.h"
+#include "transport.h"
 
 #define DETAIL_LEN 256
 
@@ -94,6 +95,9 @@ enum kvf_frame_verdict kvf_frame_events(const struct kvf_frame_src *src, const v
 		bad_frame(src, true, drop.room_id, drop.why);
 	if (kvf_proto_decode(buf, len, src->lim, f, &names, detail, sizeof(detail)))
 		return on_malformed(src, f, names, detail);
+	if (src->rx_by_type)
+		atomic_fetch_add_explicit(&src->rx_by_type[f->type % KVF_FRAME_TYPES], 1,
+					  memory_order_relaxed);
 	switch (f->type) {
 	case KVF_FR_HELLO:
 		return KVF_FRAME_HELLO;

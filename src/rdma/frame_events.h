@@ -7,6 +7,7 @@
 #ifndef KVF_FRAME_EVENTS_H
 #define KVF_FRAME_EVENTS_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,6 +27,9 @@ struct kvf_frame_src {
 	 * with it. */
 	void (*push)(void *arg, const struct kvf_event *ev);
 	void *push_arg;
+	/* Sound frames received per type (KVF_FRAME_TYPES entries; NULL: not
+	 * counted). Relaxed counters: they publish nothing. */
+	_Atomic uint64_t *rx_by_type;
 };
 
 /* What the caller still has to do. */

@@ -57,6 +57,8 @@ static int post_frame(struct kvf_conn *c, const void *data, uint32_t len)
 	rc = kvf_sendq_post_one(&c->sq, &wr);
 	if (rc)
 		c->tx_free[c->tx_nfree++] = i;
+	else
+		c->t->st_frames_tx[buf[6] % KVF_FRAME_TYPES]++; /* byte 6: the type (proto.h) */
 	return rc;
 }
 
@@ -190,6 +192,7 @@ static int send_frames(struct kvf_conn *c)
 
 static void conn_flush(struct kvf_conn *c)
 {
+	uint64_t wrs = c->sq.wrs_posted;
 	int rc;
 
 	/* Acquire pairs with the store-release of ESTABLISHED in
@@ -199,6 +202,7 @@ static void conn_flush(struct kvf_conn *c)
 	rc = send_frames(c);
 	if (!rc && c->hello_sent)
 		rc = kvf_sendq_post_writes(&c->sq);
+	c->t->st_wrs += c->sq.wrs_posted - wrs; /* kept here: a connection's count goes with it */
 	if (rc && rc != -ENOTCONN)
 		request_teardown(c, KVF_FAIL_PEER_LOST, "posting to the send queue failed");
 }
@@ -378,8 +382,11 @@ static int op_post_writes(void *tp, uint32_t conn, uint64_t wr_id, uint32_t imm,
 		return rc;
 	rc = kvf_sendq_add_room(&c->sq, t->pool->wr_bufs, pp->bufs, pp->nbufs, wr_id, imm,
 				src, dst, n);
-	if (rc > 0)
+	if (rc > 0) {
+		for (uint32_t b = 0; b < t->pool->nbufs; b++)
+			t->st_bytes += (uint64_t)n * t->pool->bufs[b].block_size;
 		conn_kick(c);
+	}
 	return rc;
 }
 
@@ -509,7 +516,35 @@ static int op_progress(void *tp, uint64_t now_ns)
 	return 0;
 }
 
+/* The counters for /metrics (scheduler thread). Send queues are the
+ * scheduler's; the table is walked under its lock like op_progress does. */
+static int op_stats(void *tp, struct kvf_transport_stats *out)
+{
+	struct kvf_rdma *t = tp;
+
+	for (unsigned i = 1; i < KVF_FR_NUM && i < KVF_FRAME_TYPES; i++)
+		out->frame_names[i] = kvf_frame_type_str(i);
+	for (unsigned i = 0; i < KVF_FRAME_TYPES; i++) {
+		out->frames_tx[i] = t->st_frames_tx[i];
+		out->frames_rx[i] = atomic_load_explicit(&t->st_frames_rx[i], memory_order_relaxed);
+	}
+	out->bytes_posted = t->st_bytes;
+	out->wrs_posted = t->st_wrs;
+	out->completions = atomic_load_explicit(&t->st_completions, memory_order_relaxed);
+	pthread_mutex_lock(&t->lock);
+	for (uint32_t i = 0; i < KVF_MAX_CONNS; i++) {
+		struct kvf_conn *c = t->conns[i];
+
+		if (!c)
+			continue;
+		out->conns_live += atomic_load(&c->state) < KVF_CONN_DEAD;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return 0;
+}
+
 const struct kvf_transport_ops kvf_rdma_ops = {
+	.stats = op_stats,
 	.pool_register = op_pool_register,
 	.send_room_info = op_send_room_info,
 	.post_writes = op_post_writes,

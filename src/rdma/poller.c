@@ -96,7 +96,7 @@ static void on_frame(struct poller *p, struct kvf_conn *c, uint32_t slot, uint32
 	struct kvf_frame_src src = {
 		.reasm = &c->reasm, .lim = &lim, .conn_id = c->id, .peer = c->group,
 		.role = c->active ? KVF_RECEIVER : KVF_SENDER, .peer_name = c->peer,
-		.push = push_event, .push_arg = c->t,
+		.push = push_event, .push_arg = c->t, .rx_by_type = c->t->st_frames_rx,
 	};
 	struct kvf_frame f;
 
@@ -195,6 +195,7 @@ static int poll_cq(struct poller *p, struct kvf_conn *c)
 		kvf_conn_teardown(c, KVF_FAIL_DEVICE, "ibv_poll_cq failed");
 		return 0;
 	}
+	atomic_fetch_add_explicit(&p->t->st_completions, (uint64_t)n, memory_order_relaxed);
 	for (int i = 0; i < n; i++) {
 		if (kvf_wr_kind(p->wcs[i].wr_id) == KVF_WR_RECV)
 			on_recv(p, c, &p->wcs[i]);

@@ -90,6 +90,15 @@ struct kvf_rdma {
 		uint32_t n;
 	} s;
 
+	/* Counters of the stats op (ops.c). Scheduler thread: frames sent,
+	 * bytes handed to send queues. Poller: frames received, completions
+	 * (relaxed atomics: counters that publish nothing). */
+	uint64_t st_frames_tx[KVF_FRAME_TYPES];
+	uint64_t st_bytes;
+	uint64_t st_wrs;
+	_Atomic uint64_t st_frames_rx[KVF_FRAME_TYPES];
+	_Atomic uint64_t st_completions;
+
 	/* Poller-thread only: connections it polls (have a CQ). */
 	struct kvf_conn **plist;
 	uint32_t np;

@@ -155,6 +155,7 @@ int kvf_sendq_post_writes(struct kvf_sendq *sq)
 		if (!cut)
 			break; /* the next segment needs more room than is free */
 		rc = post_chain(sq, sq->wrs, cut, &posted);
+		sq->wrs_posted += posted;
 		for (uint32_t k = 0; k < posted; k++) {
 			since++;
 			if (sq->wrs[k].send_flags & IBV_SEND_SIGNALED) {

@@ -83,6 +83,7 @@ struct kvf_sendq {
 	uint32_t credits;
 	uint32_t held;
 	uint32_t stranded;
+	uint64_t wrs_posted;    /* RDMA WRITEs handed to the QP, ever (stats) */
 	uint32_t *sig;
 	uint32_t sig_head, sig_tail, sig_cap;
 

@@ -31,6 +31,8 @@
  * --stop-on-lost S: once a room fails with "peer lost", create no new rooms;
  * rooms still live S seconds later are reported "STUCK" (and aborted so the
  * driver can exit). Without it, every room is run.
+ * --linger S: after the summary, keep the engine progressing S more seconds
+ * (its /metrics and /rooms stay up for the scenario to read).
  * --ready-file: written once the pool is registered and the first window of
  * rooms is created (a prefill is then ready for its peer).
  * Exit: 0 all rooms terminal and released, 2 timeout, 1 setup error.
@@ -57,7 +59,7 @@ struct opts {
 	char listen[96];   /* "host:port" of our listener, --print-listen */
 	uint32_t rooms, nbufs, bpr, pool_blocks, window;
 	uint64_t block_size, first_id;
-	double timeout_s, stop_on_lost;
+	double timeout_s, stop_on_lost, linger;
 };
 
 struct room {
@@ -72,7 +74,7 @@ static void usage(void)
 	fprintf(stderr, "usage: kvf_driver --role prefill|decode [--config F] [--set KEY=VALUE]...\n"
 		"  [--print-listen] [--rooms N] [--first-id ID]\n"
 		"  [--buffers B] [--block-size S] [--blocks-per-room K] [--pool-blocks P]\n"
-		"  [--window W] [--timeout S] [--ready-file PATH] [--stop-on-lost S]\n"
+		"  [--window W] [--timeout S] [--ready-file PATH] [--stop-on-lost S] [--linger S]\n"
 		"       kvf_driver --now\n");
 	exit(1);
 }
@@ -108,6 +110,7 @@ static void parse(int argc, char **argv, struct opts *o)
 		else if (!strcmp(a, "--timeout")) o->timeout_s = atof(v);
 		else if (!strcmp(a, "--ready-file")) o->ready_file = v;
 		else if (!strcmp(a, "--stop-on-lost")) o->stop_on_lost = atof(v);
+		else if (!strcmp(a, "--linger")) o->linger = atof(v);
 		else usage();
 	}
 	if (!o->role || (!o->config && !o->nsets) || (strcmp(o->role, "prefill") && strcmp(o->role, "decode")))
@@ -375,6 +378,13 @@ out:
 		if (by_reason[k])
 			printf(" %s=%u", token(kvf_fail_reason_str((enum kvf_fail_reason)k)), by_reason[k]);
 	printf("\n");
+	fflush(stdout);
+	for (double until = kvt_mono() + o.linger; kvt_mono() < until;) {
+		struct timespec ms = { .tv_nsec = 1000000 };
+
+		kvf_progress(eng);
+		nanosleep(&ms, NULL);
+	}
 	kvf_engine_close(eng);
 	return ret;
 }

@@ -154,8 +154,8 @@ Test(override, unknown_key_is_named_with_the_nearest)
 
 	expect_err(NULL, o, N(o),
 		   "override 1: unknown key 'rdma.devcie' (did you mean 'rdma.device'?)");
-	expect_err1("listen_port=0",
-		    "override 0: unknown key 'listen_port' (did you mean 'rdma.listen_port'?)");
+	expect_err1("peer=10.0.0.1:1",
+		    "override 0: unknown key 'peer' (did you mean 'rdma.peer'?)");
 	expect_err1("rdma.listen_port.x=0",
 		    "override 0: unknown key 'rdma.listen_port.x' (did you mean 'rdma.listen_port'?)");
 	expect_err1("rdma=0", "override 0: unknown key 'rdma' (did you mean 'rdma.mtu'?)");

@@ -1,0 +1,256 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Snapshots: the scheduler thread copies the numbers and the live rooms
+ * into a buffer no reader holds and publishes it; the HTTP thread takes the
+ * latest (kvf_snap_get) and renders from it. Also the per-room record that
+ * kvf_room_stats() and /rooms share, and the histograms. */
+#include "metrics.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "log.h"
+#include "room.h"
+#include "sized.h"
+
+/* -------------------------------------------------------------- histograms */
+
+/* Seconds: a room on soft-RoCE takes tens of ms, on hardware well under
+ * one; the top bounds reach the default deadlines. Bytes: 64 KiB to 4 GiB
+ * by powers of four. */
+static const double seconds_bounds[KVF_HIST_BUCKETS - 1] = {
+	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10, 60,
+};
+static const double bytes_bounds[KVF_HIST_BUCKETS - 1] = {
+	4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864,
+	268435456, 1073741824, 4294967296.0, 17179869184.0, 68719476736.0,
+};
+
+const double *kvf_hist_bounds(enum kvf_hist_kind kind)
+{
+	return kind == KVF_HIST_SECONDS ? seconds_bounds : bytes_bounds;
+}
+
+void kvf_hist_add(struct kvf_hist *h, enum kvf_hist_kind kind, double v)
+{
+	const double *b = kvf_hist_bounds(kind);
+	unsigned i = 0;
+
+	while (i < KVF_HIST_BUCKETS - 1 && v > b[i])
+		i++;
+	h->bucket[i]++;
+	h->count++;
+	h->sum += v;
+}
+
+/* ------------------------------------------------------------- room record */
+
+static void record_peer(const struct kvf_engine *eng, const struct kvf_slot *r, char *out,
+			size_t len)
+{
+	if (r->role == KVF_RECEIVER && r->peer < eng->npeers)
+		snprintf(out, len, "%s", eng->peers[r->peer]);
+	else if (r->conn)
+		snprintf(out, len, "conn %u", r->conn);
+	else
+		out[0] = '\0';
+}
+
+void kvf_room_record(const struct kvf_engine *eng, const struct kvf_slot *r, uint64_t now,
+		     struct kvf_room_stats *out)
+{
+	const struct kvf_room_obs *o = &eng->obs[kvf_slot_index(eng, r)];
+	uint64_t len = 0;
+
+	memset(out, 0, sizeof(*out));
+	out->size = sizeof(*out);
+	out->role = r->role;
+	out->state = r->fail_reason ? KVF_FAILED : r->state;
+	out->deadline = r->deadline;
+	out->quiescent = (r->flags & KVF_RF_QUIESCENT) != 0;
+	out->room_id = r->id;
+	out->handle = kvf_room_handle(eng, r);
+	out->now_ns = now;
+	out->created_ns = r->created_ns;
+	out->info_ns = o->info_ns;
+	out->send_ns = o->send_ns;
+	out->first_chunk_ns = o->first_chunk_ns;
+	out->last_chunk_ns = o->last_chunk_ns;
+	out->success_ns = o->success_ns;
+	out->state_ns = r->state_ns;
+	if (r->deadline != KVF_DL_NONE) {
+		kvf_room_deadline(eng, r, &len);
+		out->deadline_ns = r->state_ns + len;
+	}
+	out->last_event_ns = o->last_ns;
+	out->bytes = o->bytes;
+	out->chunks_done = o->chunks_done;
+	out->chunks_total = o->chunks_total;
+	out->outstanding = r->outstanding;
+	out->conn = r->conn;
+	out->fail_reason = r->fail_reason;
+	out->fail_deadline = r->fail_deadline;
+	snprintf(out->last_event, sizeof(out->last_event), "%s",
+		 kvf_last_str((enum kvf_last)r->last));
+	record_peer(eng, r, out->peer, sizeof(out->peer));
+}
+
+int kvf_room_stats(const kvf_engine *eng, kvf_room room, struct kvf_room_stats *out)
+{
+	const struct kvf_slot *r = kvf_room_at(eng, (uint32_t)room.v, (uint32_t)(room.v >> 32),
+					       UINT32_MAX);
+	struct kvf_room_stats rs;
+
+	if (!r || !out)
+		return -EINVAL;
+	kvf_room_record(eng, r, kvf_now(eng), &rs);
+	return kvf_sized_copy(out, &rs, sizeof(rs), offsetof(struct kvf_room_stats, role));
+}
+
+int kvf_room_list(const kvf_engine *eng, kvf_room *out, uint32_t max)
+{
+	uint32_t n = 0;
+
+	if (!eng || (!out && max))
+		return -EINVAL;
+	for (uint32_t i = 0; i < eng->nslots; i++) {
+		if (!kvf_live(&eng->slots[i]))
+			continue;
+		if (n < max)
+			out[n] = kvf_room_handle(eng, &eng->slots[i]);
+		n++;
+	}
+	return n > INT32_MAX ? INT32_MAX : (int)n;
+}
+
+/* --------------------------------------------------------------- snapshots */
+
+int kvf_metrics_init(struct kvf_engine *eng)
+{
+	eng->metrics = calloc(1, sizeof(*eng->metrics));
+	return eng->metrics ? 0 : -ENOMEM;
+}
+
+void kvf_metrics_fini(struct kvf_engine *eng)
+{
+	struct kvf_metrics *m = eng->metrics;
+
+	if (!m)
+		return;
+	kvf_http_stop(m); /* no reader after this */
+	for (int i = 0; i < KVF_SNAP_BUFS; i++)
+		free(m->bufs[i].rooms);
+	free(m);
+	eng->metrics = NULL;
+}
+
+/* A buffer that is neither published nor held by a reader. The reader
+ * count is read after the reader could have seen the buffer published
+ * (seq_cst, with kvf_snap_get's increment and re-check): a reader that
+ * raced us sees another pointer on its re-check and lets go. */
+static struct kvf_snap *free_buf(struct kvf_metrics *m)
+{
+	struct kvf_snap *cur = atomic_load(&m->cur);
+
+	for (int i = 0; i < KVF_SNAP_BUFS; i++) {
+		struct kvf_snap *s = &m->bufs[i];
+
+		if (s != cur && atomic_load(&s->readers) == 0)
+			return s;
+	}
+	return NULL;
+}
+
+static int fill_rooms(const struct kvf_engine *eng, struct kvf_snap *s, uint64_t now)
+{
+	uint32_t live = eng->nslots - eng->nfree;
+
+	if (live > s->cap) {
+		struct kvf_snap_room *p = realloc(s->rooms, (size_t)live * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		s->rooms = p;
+		s->cap = live;
+	}
+	s->nrooms = 0;
+	for (uint32_t i = 0; i < eng->nslots && s->nrooms < live; i++) {
+		const struct kvf_slot *r = &eng->slots[i];
+		struct kvf_snap_room *sr;
+
+		if (!kvf_live(r))
+			continue;
+		sr = &s->rooms[s->nrooms++];
+		kvf_room_record(eng, r, now, &sr->rs);
+		sr->detail[0] = '\0';
+		if (r->fail_reason && r->fail)
+			memcpy(sr->detail, r->fail->text, sizeof(sr->detail));
+	}
+	return 0;
+}
+
+int kvf_metrics_publish(struct kvf_engine *eng)
+{
+	struct kvf_metrics *m = eng->metrics;
+	struct kvf_snap *s = m ? free_buf(m) : NULL;
+	int rc;
+
+	if (!s) {
+		if (m)
+			m->skipped++;
+		return -EBUSY;
+	}
+	rc = fill_rooms(eng, s, kvf_now(eng));
+	if (rc)
+		return rc;
+	s->st.size = sizeof(s->st);
+	kvf_stats(eng, &s->st);
+	s->oc = eng->oc;
+	s->have_tst = false;
+	if (eng->ops && eng->ops->stats) {
+		memset(&s->tst, 0, sizeof(s->tst));
+		s->have_tst = eng->ops->stats(eng->t, &s->tst) == 0;
+	}
+	s->seq = ++m->seq;
+	s->taken_mono_ns = kvf_monotonic_ns();
+	s->interval_ns = (uint64_t)eng->cfg.metrics_interval_ms * 1000000ull;
+	snprintf(s->engine_id, sizeof(s->engine_id), "%s", eng->cfg.engine_id);
+	/* Publishes every write above to the reader's load in kvf_snap_get. */
+	atomic_store(&m->cur, s);
+	return 0;
+}
+
+void kvf_metrics_tick(struct kvf_engine *eng, uint64_t now)
+{
+	struct kvf_metrics *m = eng->metrics;
+
+	if (!m || now < m->next_ns)
+		return;
+	m->next_ns = now + (uint64_t)eng->cfg.metrics_interval_ms * 1000000ull;
+	kvf_metrics_publish(eng);
+}
+
+/* Announce the reader in the buffer's count, then check the buffer is
+ * still the published one: if it is, the scheduler (whose free_buf reads
+ * the count after unpublishing) will not write it until kvf_snap_put. */
+struct kvf_snap *kvf_snap_get(struct kvf_metrics *m)
+{
+	for (;;) {
+		struct kvf_snap *s = atomic_load(&m->cur);
+
+		if (!s)
+			return NULL;
+		atomic_fetch_add(&s->readers, 1);
+		if (atomic_load(&m->cur) == s)
+			return s;
+		atomic_fetch_sub(&s->readers, 1);
+	}
+}
+
+void kvf_snap_put(struct kvf_snap *s)
+{
+	if (s)
+		atomic_fetch_sub(&s->readers, 1);
+}

@@ -1,0 +1,291 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* /metrics (Prometheus text exposition format 0.0.4) and /rooms (JSON),
+ * rendered from a published snapshot on the HTTP thread. Nothing here
+ * reads the engine: only the snapshot it is given. */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "metrics.h"
+#include "names.h"
+
+/* ------------------------------------------------------------------ buffer */
+
+void kvf_buf_printf(struct kvf_buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (b->failed)
+		return;
+	for (;;) {
+		size_t room = b->cap - b->len;
+
+		va_start(ap, fmt);
+		n = vsnprintf(b->p ? b->p + b->len : NULL, room, fmt, ap);
+		va_end(ap);
+		if (n < 0) {
+			b->failed = true;
+			return;
+		}
+		if ((size_t)n < room) {
+			b->len += (size_t)n;
+			return;
+		}
+		size_t cap = b->cap ? b->cap * 2 : 4096;
+		while (cap - b->len <= (size_t)n)
+			cap *= 2;
+		char *p = realloc(b->p, cap);
+		if (!p) {
+			b->failed = true;
+			return;
+		}
+		b->p = p;
+		b->cap = cap;
+	}
+}
+
+void kvf_buf_free(struct kvf_buf *b)
+{
+	free(b->p);
+	*b = (struct kvf_buf){ 0 };
+}
+
+void kvf_buf_escaped(struct kvf_buf *b, const char *s, bool json)
+{
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '\\' || c == '"')
+			kvf_buf_printf(b, "\\%c", c);
+		else if (c == '\n')
+			kvf_buf_printf(b, "\\n");
+		else if (c < 0x20 && json)
+			kvf_buf_printf(b, "\\u%04x", c);
+		else if (c >= 0x20)
+			kvf_buf_printf(b, "%c", c);
+	}
+}
+
+const char *kvf_role_name(unsigned role)
+{
+	return role == KVF_SENDER ? "sender" : "receiver";
+}
+
+/* ----------------------------------------------------------------- /metrics */
+
+static void family(struct kvf_buf *b, const char *name, const char *type, const char *help)
+{
+	kvf_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void rooms_gauge(const struct kvf_snap *s, struct kvf_buf *b)
+{
+	uint64_t n[2][KVF_POLL_NUM] = { { 0 } };
+
+	for (uint32_t i = 0; i < s->nrooms; i++)
+		n[s->rooms[i].rs.role & 1][s->rooms[i].rs.state % KVF_POLL_NUM]++;
+	family(b, "kvferry_rooms", "gauge", "Live (unreleased) rooms per role and state.");
+	for (int role = 0; role < 2; role++)
+		for (int st = 0; st < KVF_POLL_NUM; st++)
+			kvf_buf_printf(b, "kvferry_rooms{role=\"%s\",state=\"%s\"} %" PRIu64 "\n",
+				       kvf_role_name((unsigned)role), kvf_poll_str(st), n[role][st]);
+	family(b, "kvferry_rooms_inflight", "gauge",
+	       "Sender rooms in TRANSFERRING (bounded by deadlines.inflight_s).");
+	kvf_buf_printf(b, "kvferry_rooms_inflight %" PRIu64 "\n", s->st.inflight);
+	family(b, "kvferry_rooms_unquiescent", "gauge",
+	       "Terminal rooms whose memory is still held (bounded by deadlines.quiesce_s).");
+	kvf_buf_printf(b, "kvferry_rooms_unquiescent %" PRIu64 "\n", s->st.unquiescent);
+	family(b, "kvferry_oldest_inflight_seconds", "gauge",
+	       "Age of the oldest TRANSFERRING room in its state, 0 if none.");
+	kvf_buf_printf(b, "kvferry_oldest_inflight_seconds %.6f\n",
+		       (double)s->st.oldest_inflight_ns / 1e9);
+}
+
+/* Live rooms per peer: receivers name the prefill peer they asked
+ * ("host:port"), senders the connection their ROOM_INFO came on. */
+#define PEERS_MAX 64
+static void peers_gauge(const struct kvf_snap *s, struct kvf_buf *b)
+{
+	const char *name[PEERS_MAX];
+	uint64_t cnt[PEERS_MAX], other = 0;
+	uint32_t np = 0;
+
+	for (uint32_t i = 0; i < s->nrooms; i++) {
+		const char *p = s->rooms[i].rs.peer;
+		uint32_t k = 0;
+
+		if (!*p)
+			continue;
+		while (k < np && strcmp(name[k], p) != 0)
+			k++;
+		if (k == np && np == PEERS_MAX) {
+			other++;
+			continue;
+		}
+		if (k == np) {
+			name[np] = p;
+			cnt[np++] = 0;
+		}
+		cnt[k]++;
+	}
+	family(b, "kvferry_peer_rooms", "gauge",
+	       "Live rooms per peer (the first 64 peers; the rest under peer=\"other\").");
+	for (uint32_t k = 0; k < np; k++) {
+		kvf_buf_printf(b, "kvferry_peer_rooms{peer=\"");
+		kvf_buf_escaped(b, name[k], false);
+		kvf_buf_printf(b, "\"} %" PRIu64 "\n", cnt[k]);
+	}
+	if (other)
+		kvf_buf_printf(b, "kvferry_peer_rooms{peer=\"other\"} %" PRIu64 "\n", other);
+}
+
+static void counter(struct kvf_buf *b, const char *name, const char *help, uint64_t v)
+{
+	family(b, name, "counter", help);
+	kvf_buf_printf(b, "%s %" PRIu64 "\n", name, v);
+}
+
+static void room_counters(const struct kvf_snap *s, struct kvf_buf *b)
+{
+	counter(b, "kvferry_rooms_created_total", "Rooms ever created.", s->st.created);
+	counter(b, "kvferry_rooms_released_total", "Rooms ever released.", s->st.released);
+	family(b, "kvferry_room_failures_total", "counter", "Rooms failed, per role and reason.");
+	for (int role = 0; role < 2; role++)
+		for (unsigned r = 1; r < KVF_FAIL_NUM; r++)
+			kvf_buf_printf(b, "kvferry_room_failures_total{role=\"%s\",reason=\"%s\"} %"
+				       PRIu64 "\n", kvf_role_name((unsigned)role),
+				       kvf_fail_reason_token(r), s->oc.fail_by_role[role][r]);
+	family(b, "kvferry_ignored_events_total", "counter",
+	       "Events not applied to a room, per reason (each also logged at debug level).");
+	for (unsigned r = 0; r < KVF_IGN_NUM; r++)
+		kvf_buf_printf(b, "kvferry_ignored_events_total{reason=\"%s\"} %" PRIu64 "\n",
+			       kvf_ignore_reason_token(r), s->st.ignored[r]);
+	family(b, "kvferry_deadline_expiries_total", "counter",
+	       "Deadlines that passed, per deadline (quiesce: connection torn down; others: "
+	       "room FAILED).");
+	for (unsigned d = 1; d < KVF_DL_NUM; d++)
+		kvf_buf_printf(b, "kvferry_deadline_expiries_total{deadline=\"%s\",key=\"%s\"} %"
+			       PRIu64 "\n", kvf_deadline_str((enum kvf_deadline)d),
+			       kvf_deadline_key((enum kvf_deadline)d),
+			       d == KVF_DL_QUIESCE ? s->oc.quiesce_expiries : s->st.deadlines[d]);
+}
+
+static void early_counters(const struct kvf_snap *s, struct kvf_buf *b)
+{
+	const struct kvf_stats *st = &s->st;
+
+	family(b, "kvferry_early_entries", "gauge",
+	       "Kept now: tombstones (ABORTs before their room) and parked ROOM_INFOs.");
+	kvf_buf_printf(b, "kvferry_early_entries{kind=\"tombstone\"} %" PRIu64 "\n"
+		       "kvferry_early_entries{kind=\"room_info\"} %" PRIu64 "\n",
+		       st->tombstones_live, st->early_infos_live);
+	family(b, "kvferry_early_entries_kept_total", "counter",
+	       "Tombstones created and ROOM_INFOs parked.");
+	kvf_buf_printf(b, "kvferry_early_entries_kept_total{kind=\"tombstone\"} %" PRIu64 "\n"
+		       "kvferry_early_entries_kept_total{kind=\"room_info\"} %" PRIu64 "\n",
+		       st->tombstones_created, st->early_infos_parked);
+	family(b, "kvferry_early_entries_ended_total", "counter",
+	       "How kept entries ended, per kind and outcome.");
+	kvf_buf_printf(b,
+		       "kvferry_early_entries_ended_total{kind=\"tombstone\",outcome=\"applied\"} %" PRIu64 "\n"
+		       "kvferry_early_entries_ended_total{kind=\"tombstone\",outcome=\"expired\"} %" PRIu64 "\n"
+		       "kvferry_early_entries_ended_total{kind=\"tombstone\",outcome=\"evicted\"} %" PRIu64 "\n"
+		       "kvferry_early_entries_ended_total{kind=\"room_info\",outcome=\"applied\"} %" PRIu64 "\n"
+		       "kvferry_early_entries_ended_total{kind=\"room_info\",outcome=\"expired\"} %" PRIu64 "\n"
+		       "kvferry_early_entries_ended_total{kind=\"room_info\",outcome=\"evicted\"} %" PRIu64 "\n"
+		       "kvferry_early_entries_ended_total{kind=\"room_info\",outcome=\"replaced\"} %" PRIu64 "\n",
+		       st->tombstones_applied, st->tombstones_expired, st->tombstones_evicted,
+		       st->early_infos_applied, st->early_infos_expired, st->early_infos_evicted,
+		       st->early_infos_replaced);
+}
+
+static void engine_counters(const struct kvf_snap *s, struct kvf_buf *b)
+{
+	counter(b, "kvferry_bad_frames_total", "Malformed frames from peers.", s->st.bad_frames);
+	counter(b, "kvferry_ring_stalls_total",
+		"Times the completion poller found the event ring full and waited.",
+		s->st.ring_stalls);
+	counter(b, "kvferry_events_total", "Events applied from the ring.", s->st.events);
+	counter(b, "kvferry_room_sent_bytes_total",
+		"Bytes of the sender rooms handed to the transport by send().", s->oc.bytes_sent);
+	counter(b, "kvferry_room_landed_bytes_total",
+		"Bytes of the receiver rooms whose data landed.", s->oc.bytes_landed);
+	counter(b, "kvferry_reconnects_total",
+		"Receiver side: ROOM_INFOs to a peer that went on a new connection (the last "
+		"one was lost).", s->oc.reconnects);
+	counter(b, "kvferry_chunks_completed_total",
+		"Sender chunks (signaled RDMA WRITEs) completed successfully.",
+		s->oc.chunks_completed);
+}
+
+static void frames(const struct kvf_snap *s, struct kvf_buf *b, const char *name,
+		   const char *help, const uint64_t *v)
+{
+	family(b, name, "counter", help);
+	for (unsigned t = 0; t < KVF_FRAME_TYPES; t++)
+		if (s->tst.frame_names[t])
+			kvf_buf_printf(b, "%s{type=\"%s\"} %" PRIu64 "\n", name,
+				       s->tst.frame_names[t], v[t]);
+}
+
+static void transport_counters(const struct kvf_snap *s, struct kvf_buf *b)
+{
+	if (!s->have_tst)
+		return;
+	frames(s, b, "kvferry_frames_sent_total", "Control frames posted, per type.",
+	       s->tst.frames_tx);
+	frames(s, b, "kvferry_frames_received_total", "Control frames received, per type.",
+	       s->tst.frames_rx);
+	counter(b, "kvferry_work_requests_posted_total", "RDMA WRITE work requests posted.",
+		s->tst.wrs_posted);
+	counter(b, "kvferry_posted_bytes_total", "Bytes of the RDMA WRITEs posted.",
+		s->tst.bytes_posted);
+	counter(b, "kvferry_completions_total", "Work completions polled.", s->tst.completions);
+	family(b, "kvferry_connections", "gauge", "Connections not dead.");
+	kvf_buf_printf(b, "kvferry_connections %" PRIu64 "\n", s->tst.conns_live);
+}
+
+static void hist(struct kvf_buf *b, const char *name, enum kvf_hist_kind kind,
+		 const struct kvf_hist *h)
+{
+	const double *bounds = kvf_hist_bounds(kind);
+
+	for (int role = 0; role < 2; role++) {
+		uint64_t cum = 0;
+
+		for (int i = 0; i < KVF_HIST_BUCKETS; i++) {
+			cum += h[role].bucket[i];
+			if (i < KVF_HIST_BUCKETS - 1)
+				kvf_buf_printf(b, "%s_bucket{role=\"%s\",le=\"%.17g\"} %" PRIu64 "\n",
+					       name, kvf_role_name((unsigned)role), bounds[i], cum);
+			else
+				kvf_buf_printf(b, "%s_bucket{role=\"%s\",le=\"+Inf\"} %" PRIu64 "\n",
+					       name, kvf_role_name((unsigned)role), cum);
+		}
+		kvf_buf_printf(b, "%s_sum{role=\"%s\"} %.9g\n%s_count{role=\"%s\"} %" PRIu64 "\n",
+			       name, kvf_role_name((unsigned)role), h[role].sum, name,
+			       kvf_role_name((unsigned)role), h[role].count);
+	}
+}
+
+void kvf_render_metrics(const struct kvf_snap *s, struct kvf_buf *b)
+{
+	rooms_gauge(s, b);
+	peers_gauge(s, b);
+	room_counters(s, b);
+	early_counters(s, b);
+	engine_counters(s, b);
+	transport_counters(s, b);
+	family(b, "kvferry_room_transfer_seconds", "histogram",
+	       "Successful rooms: sender from send() to SUCCESS, receiver from its ROOM_INFO to "
+	       "the last write.");
+	hist(b, "kvferry_room_transfer_seconds", KVF_HIST_SECONDS, s->oc.xfer_s);
+	family(b, "kvferry_room_size_bytes", "histogram", "Bytes of each successful room.");
+	hist(b, "kvferry_room_size_bytes", KVF_HIST_BYTES, s->oc.room_bytes);
+	counter(b, "kvferry_snapshots_total",
+		"Snapshots the scheduler published (every metrics.interval_ms); this is the last.",
+		s->seq);
+}
