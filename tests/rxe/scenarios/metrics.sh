@@ -167,6 +167,15 @@ u1=$(metric "$W/m2" 'kvferry_rooms_unquiescent')
 [ "$u1" = 0 ] || fail "$u1 rooms still unquiescent after the driver released every room"
 [ "$f1" = 4 ] && [ "$e1" = 4 ] || fail "failure counter $f1, expiries $e1 (want 4 and 4)"
 [ "${q1:-0}" -ge 1 ] || fail "no quiesce deadline expired: who acknowledged for a stopped peer?"
+# The transport's counters, from the decode side: 12 ROOM_INFOs sent, the
+# prefill's HELLO received, the 4 ABORTs sent, heartbeats both ways.
+grep -E '^kvferry_(frames_(sent|received)_total\{type="(HELLO|ROOM_INFO|ABORT|HEARTBEAT)"|completions_total|work_requests_posted_total|connections|reconnects_total)' "$W/m2"
+ri=$(metric "$W/m2" 'kvferry_frames_sent_total{type="ROOM_INFO"}')
+ab=$(metric "$W/m2" 'kvferry_frames_sent_total{type="ABORT"}')
+he=$(metric "$W/m2" 'kvferry_frames_received_total{type="HELLO"}')
+co=$(metric "$W/m2" 'kvferry_completions_total')
+[ "$ri" = 12 ] && [ "$ab" = 4 ] && [ "${he:-0}" -ge 1 ] && [ "${co:-0}" -gt 0 ] ||
+	fail "transport counters: ROOM_INFO sent $ri (want 12), ABORT sent $ab (want 4), HELLO received $he, completions $co"
 "${STAT[@]}" --url http://127.0.0.1:19743 --summary | tee "$W/stat3.txt"
 logs=$(grep -c 'FAILED: deadline receiver_waiting, set by deadlines.receiver_waiting_s; peer' "$W/decode.log")
 grep -m1 'FAILED: deadline' "$W/decode.log" | sed 's/^/log: /'
