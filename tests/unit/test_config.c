@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "config_fixture.h"
 #include "kvf_build.h"
 #if HAVE_RDMA
 #include "rdma/sendq.h"
@@ -21,49 +21,7 @@ _Static_assert(KVF_SQ_MAX_SGE == KVF_CFG_MAX_SGE, "rdma.max_sge range != KVF_MAX
 #endif
 
 
-static char err[512];
-
-static void quiet(void)
-{
-	/* Errors are logged too; keep the test output to the failures. */
-	if (!freopen("/dev/null", "w", stderr))
-		kvf_log_set_level(KVF_LOG_ERROR);
-}
-
-TestSuite(config, .init = quiet);
-
-static int load(const char *text, struct kvf_config *cfg)
-{
-	err[0] = '\0';
-	return kvf_config_load_string(text, "kvferry.conf", cfg, err, sizeof(err));
-}
-
-/* Loading text fails with -EINVAL and exactly this message. */
-static void expect_err(const char *text, const char *msg)
-{
-	struct kvf_config cfg;
-	int rc = load(text, &cfg);
-
-	cr_assert_eq(rc, -EINVAL, "loaded %s", text);
-	cr_assert_str_eq(err, msg, "for:\n%s", text);
-}
-
-/* Loading text fails and the message contains each of the parts. */
-static void expect_err_has(const char *text, const char *part)
-{
-	struct kvf_config cfg;
-	int rc = load(text, &cfg);
-
-	cr_assert_eq(rc, -EINVAL, "loaded %s", text);
-	cr_assert(strstr(err, part), "message '%s' lacks '%s'", err, part);
-}
-
-static void expect_ok(const char *text, struct kvf_config *cfg)
-{
-	int rc = load(text, cfg);
-
-	cr_assert_eq(rc, 0, "rc %d: %s (for %s)", rc, err, text);
-}
+TestSuite(config, .init = config_quiet);
 
 Test(config, empty_text_gives_defaults)
 {

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
+#include "config_fixture.h"
 
 #ifndef KVF_SOURCE_ROOT
 #define KVF_SOURCE_ROOT "."
@@ -20,39 +20,7 @@
 #define DOCS KVF_SOURCE_ROOT "/docs/config.md"
 #define EXAMPLE KVF_SOURCE_ROOT "/config/kvferry.conf"
 
-static char err[512];
-
-static void quiet(void)
-{
-	/* Errors are logged too; keep the test output to the failures. */
-	if (!freopen("/dev/null", "w", stderr))
-		kvf_log_set_level(KVF_LOG_ERROR);
-}
-
-TestSuite(config_keys, .init = quiet);
-
-static int load(const char *text, struct kvf_config *cfg)
-{
-	err[0] = '\0';
-	return kvf_config_load_string(text, "kvferry.conf", cfg, err, sizeof(err));
-}
-
-/* Loading text fails and the message contains each of the parts. */
-static void expect_err_has(const char *text, const char *part)
-{
-	struct kvf_config cfg;
-	int rc = load(text, &cfg);
-
-	cr_assert_eq(rc, -EINVAL, "loaded %s", text);
-	cr_assert(strstr(err, part), "message '%s' lacks '%s'", err, part);
-}
-
-static void expect_ok(const char *text, struct kvf_config *cfg)
-{
-	int rc = load(text, cfg);
-
-	cr_assert_eq(rc, 0, "rc %d: %s (for %s)", rc, err, text);
-}
+TestSuite(config_keys, .init = config_quiet);
 
 /* ---- defaults ---- */
 

@@ -8,42 +8,10 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "fake_transport.h"
+#include "room_fixture.h"
 #include "kvf_build.h"
 
-static struct kvf_config cfg;
-static struct fake f;
-static kvf_engine *eng;
-
-static void setup(void)
-{
-	fake_cfg(&cfg);
-	eng = fake_engine(&cfg, &f);
-	cr_assert_not_null(eng);
-}
-
-static void teardown(void)
-{
-	kvf_engine_close(eng);
-}
-
-TestSuite(room, .init = setup, .fini = teardown);
-
-static struct kvf_stats stats(void)
-{
-	struct kvf_stats st = KVF_STATS_INIT;
-
-	cr_assert_eq(kvf_stats(eng, &st), 0);
-	return st;
-}
-
-static struct kvf_failure failure(kvf_room h)
-{
-	struct kvf_failure fl = KVF_FAILURE_INIT;
-
-	cr_assert_eq(kvf_failure(eng, h, &fl), 0);
-	return fl;
-}
+TestSuite(room, .init = room_setup, .fini = room_teardown);
 
 /* A sender room moved to TRANSFERRING with one signaled write. */
 static kvf_room transferring_sender(uint64_t id)

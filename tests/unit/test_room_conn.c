@@ -4,40 +4,13 @@
  * finish or rebind each other's rooms. */
 #include <criterion/criterion.h>
 
-#include "fake_transport.h"
+#include "room_fixture.h"
 
-static struct kvf_config cfg;
-static struct fake f;
-static kvf_engine *eng;
-
-static void setup(void)
-{
-	fake_cfg(&cfg);
-	eng = fake_engine(&cfg, &f);
-	cr_assert_not_null(eng);
-}
-
-static void teardown(void)
-{
-	kvf_engine_close(eng);
-}
-
-TestSuite(room_conn, .init = setup, .fini = teardown);
-
-static struct kvf_stats stats(void)
-{
-	struct kvf_stats st = KVF_STATS_INIT;
-
-	cr_assert_eq(kvf_stats(eng, &st), 0);
-	return st;
-}
+TestSuite(room_conn, .init = room_setup, .fini = room_teardown);
 
 static enum kvf_fail_reason reason(kvf_room h)
 {
-	struct kvf_failure fl = KVF_FAILURE_INIT;
-
-	cr_assert_eq(kvf_failure(eng, h, &fl), 0);
-	return fl.reason;
+	return failure(h).reason;
 }
 
 /* A sender room bound to conn 7 by its ROOM_INFO. */

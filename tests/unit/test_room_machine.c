@@ -6,30 +6,14 @@
 #include <criterion/criterion.h>
 #include <signal.h>
 
-#include "fake_transport.h"
+#include "room_fixture.h"
 #include "kvf_build.h"
 #include "names.h"
 #if HAVE_RDMA
 #include <infiniband/verbs.h>
 #endif
 
-static struct kvf_config cfg;
-static struct fake f;
-static kvf_engine *eng;
-
-static void setup(void)
-{
-	fake_cfg(&cfg);
-	eng = fake_engine(&cfg, &f);
-	cr_assert_not_null(eng);
-}
-
-static void teardown(void)
-{
-	kvf_engine_close(eng);
-}
-
-TestSuite(room_machine, .init = setup, .fini = teardown);
+TestSuite(room_machine, .init = room_setup, .fini = room_teardown);
 
 enum { FREE = KVF_ROOM_FREE, BOOT = KVF_BOOTSTRAPPING, WAIT = KVF_WAITING_FOR_INPUT,
        XFER = KVF_TRANSFERRING, OK = KVF_SUCCESS, FAIL = KVF_FAILED };
