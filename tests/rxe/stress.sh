@@ -59,7 +59,8 @@ for ((i = 0; i < hogs; i++)); do
 done
 
 # ---- one scenario run ----------------------------------------------------------
-# rooms KIND LOG -> "ok failed unexpected" ('?' where the log has no count)
+# rooms KIND LOG -> "OK FAILED UNEXPECTED CELL..." ('?' where the log has no
+# count); CELL is the table's ok/failed, per side for abort
 rooms() {
 	local kind=$1 log=$2 l ok failed
 	case $kind in
@@ -67,16 +68,17 @@ rooms() {
 		l=$(grep -h 'decode: {' "$log" | tail -n1)
 		ok=$(sed -n 's/.*"ok": \([0-9]*\).*/\1/p' <<< "$l")
 		failed=$(sed -n 's/.*"failed": \([0-9]*\).*/\1/p' <<< "$l")
-		echo "${ok:-?} ${failed:-?} ${failed:-?}" ;;
+		echo "${ok:-?} ${failed:-?} ${failed:-?} ${ok:-?}/${failed:-?}" ;;
 	driver)
 		l=$(grep -h '^driver: role=.* rooms=' "$log" | tail -n1)
 		ok=$(sed -n 's/.* ok=\([0-9]*\).*/\1/p' <<< "$l")
 		failed=$(sed -n 's/.* failed=\([0-9]*\).*/\1/p' <<< "$l")
-		echo "${ok:-?} ${failed:-?} ${failed:-?}" ;;
+		echo "${ok:-?} ${failed:-?} ${failed:-?} ${ok:-?}/${failed:-?}" ;;
 	abort) # both sides' counts; their failures are intended
-		ok=$(awk '/^  (prefill|decode):/ { sub(":", "", $1); printf "%s%s=%s", s, substr($1, 1, 1), $2; s = "/" }' "$log")
-		failed=$(awk '/^  (prefill|decode):/ { sub(":", "", $1); printf "%s%s=%s", s, substr($1, 1, 1), $4; s = "/" }' "$log")
-		echo "${ok:-?} ${failed:-?} 0" ;;
+		l=$(awk '/^  (prefill|decode):/ { printf "%s%s%s/%s", s, substr($1, 1, 1), $2, $4; s = "," }' "$log")
+		ok=$(awk '/^  (prefill|decode):/ { sub(":", "", $1); printf "%s%s=%s", s, $1, $2; s = "," }' "$log")
+		failed=$(awk '/^  (prefill|decode):/ { sub(":", "", $1); printf "%s%s=%s", s, $1, $4; s = "," }' "$log")
+		echo "${ok:-?} ${failed:-?} 0 ${l:-?}" ;;
 	esac
 }
 
@@ -84,7 +86,7 @@ rooms() {
 declare -A results unexpected
 passed=0 failed=0 unexpected_total=0 unknown=0
 run_one() { # round entry
-	local r=$1 name to args kind log t0 rc verdict ok fr un
+	local r=$1 name to args kind log t0 rc verdict ok fr un cell intended=
 	IFS='|' read -r name to args kind <<< "$2"
 	log=$logdir/$name.r$r.log
 	t0=$(kvf_now)
@@ -94,16 +96,16 @@ run_one() { # round entry
 	rc=$?
 	verdict=FAIL
 	[ $rc = 0 ] && grep -q '^PASS: ' "$log" && verdict=PASS
-	read -r ok fr un <<< "$(rooms "$kind" "$log")"
-	echo "round $r $name $verdict ($(kvf_elapsed "$t0") s, exit $rc) rooms ok=$ok failed=$fr" \
-		"$( [ "$kind" = abort ] && echo '(intended)')"
+	read -r ok fr un cell <<< "$(rooms "$kind" "$log")"
+	[ "$kind" = abort ] && intended=" (intended)"
+	echo "round $r $name $verdict ($(kvf_elapsed "$t0") s, exit $rc) rooms ok=$ok failed=$fr$intended"
 	if [ $verdict = PASS ]; then passed=$((passed + 1)); else
 		failed=$((failed + 1))
 		echo "----- $log, last 30 lines:"
 		tail -n 30 "$log"
 		echo "-----"
 	fi
-	results[$name,$r]="$verdict $ok/$fr"
+	results[$name,$r]="$verdict $cell"
 	if [ "$un" = '?' ]; then unknown=$((unknown + 1)); un=0; fi
 	unexpected[$name]=$(( ${unexpected[$name]:-0} + un ))
 	unexpected_total=$((unexpected_total + un))
@@ -118,18 +120,19 @@ for ((r = 1; r <= rounds; r++)); do
 done
 stop_hogs
 
-echo "stress: table (verdict ok/failed rooms per round; abort rows as p=prefill/d=decode, failures intended)"
+echo "stress: table (verdict ok/failed rooms per round; abort rows p=prefill d=decode, failures intended)"
 printf '%-15s' scenario
-for ((r = 1; r <= rounds; r++)); do printf ' | %-22s' "round $r"; done
+for ((r = 1; r <= rounds; r++)); do printf ' | %-21s' "round $r"; done
 printf ' | %s\n' "unexpected failed rooms"
 for entry in "${SCENARIOS[@]}"; do
 	IFS='|' read -r name _ _ kind <<< "$entry"
 	printf '%-15s' "$name"
-	for ((r = 1; r <= rounds; r++)); do printf ' | %-22s' "${results[$name,$r]}"; done
+	for ((r = 1; r <= rounds; r++)); do printf ' | %-21s' "${results[$name,$r]}"; done
 	printf ' | %s\n' "$( [ "$kind" = abort ] && echo "- (own verdict)" || echo "${unexpected[$name]}")"
 done
 echo "stress: total $(kvf_elapsed "$t_all") s"
 echo "stress: $passed passed, $failed failed"
-echo "stress: $unexpected_total rooms failed where none were meant to" \
-	"$( [ "$unknown" -gt 0 ] && echo "($unknown runs printed no room count)")"
+unknown_note=
+[ "$unknown" -gt 0 ] && unknown_note=" ($unknown runs printed no room count)"
+echo "stress: $unexpected_total rooms failed where none were meant to$unknown_note"
 [ "$failed" = 0 ]
