@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fuzz_report.h"
 #include "config.h"
 
 static char path[] = "/tmp/kvf_fuzz_config_XXXXXX";
@@ -45,20 +46,12 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	return 0;
 }
 
-/* scripts/fuzz.sh closes the harness's stderr (-close_fd_mask=2: the
- * loader logs every error); the sanitizer runtime writes to libFuzzer's
- * copy of it. Weak: a plain -fsanitize=fuzzer build has no runtime. */
-extern void __sanitizer_report_error_summary(const char *msg) __attribute__((weak));
-
 static void broken(const char *what, const char *detail)
 {
 	char msg[768];
 
 	snprintf(msg, sizeof(msg), "fuzz_config: %s: '%s'", what, detail);
-	fprintf(stderr, "%s\n", msg);
-	if (__sanitizer_report_error_summary)
-		__sanitizer_report_error_summary(msg);
-	abort();
+	fuzz_broken(msg);
 }
 
 static void check_message(const char *err)

@@ -30,6 +30,7 @@
  */
 #include <stdio.h>
 
+#include "fuzz_report.h"
 #include "../unit/fake_transport.h"
 #include "fuzz_records.h"
 #include "log.h"
@@ -61,10 +62,7 @@ static void broken(const char *what, int room, int state)
 
 	snprintf(msg, sizeof(msg), "fuzz_engine: %s (room %d, %s)", what, room,
 		 kvf_poll_str(state));
-	fprintf(stderr, "%s\n", msg);
-	if (__sanitizer_report_error_summary)
-		__sanitizer_report_error_summary(msg);
-	abort();
+	fuzz_broken(msg);
 }
 
 static void push_ring(void *arg, const struct kvf_event *ev)

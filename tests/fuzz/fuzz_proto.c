@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_report.h"
 #include "fuzz_records.h"
 #include "log.h"
 #include "rdma/proto.h"
@@ -29,10 +30,7 @@ static void broken(const char *what, const char *detail)
 	char msg[512];
 
 	snprintf(msg, sizeof(msg), "fuzz_proto: %s: '%s'", what, detail);
-	fprintf(stderr, "%s\n", msg);
-	if (__sanitizer_report_error_summary)
-		__sanitizer_report_error_summary(msg);
-	abort();
+	fuzz_broken(msg);
 }
 
 /* The frame again, from what was decoded: its bytes must come back (the

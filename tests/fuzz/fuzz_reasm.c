@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "fuzz_report.h"
 #include "event.h"
 #include "fuzz_records.h"
 #include "rdma/proto.h"
@@ -31,10 +32,7 @@ static void broken(const char *what)
 	char msg[256];
 
 	snprintf(msg, sizeof(msg), "fuzz_reasm: %s", what);
-	fprintf(stderr, "%s\n", msg);
-	if (__sanitizer_report_error_summary)
-		__sanitizer_report_error_summary(msg);
-	abort();
+	fuzz_broken(msg);
 }
 
 static const struct kvf_proto_limits lim = {.max_blocks = 4096, .max_bufs = 8, .nblocks = 1000};

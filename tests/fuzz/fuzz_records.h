@@ -34,9 +34,4 @@ static inline int fuzz_next_record(const uint8_t **in, size_t *n, struct fuzz_re
 	return 1;
 }
 
-/* libFuzzer's stderr is closed (-close_fd_mask=2): a broken promise is
- * reported through the sanitizer runtime's summary, then abort(). Weak: a
- * plain -fsanitize=fuzzer build has no runtime. */
-extern void __sanitizer_report_error_summary(const char *msg) __attribute__((weak));
-
 #endif
