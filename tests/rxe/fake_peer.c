@@ -27,7 +27,7 @@
  *               header's length (the header itself is unsound: the
  *               connection goes); rooms before it on connection 1, it and
  *               the rest again on connection 2
- *   bad-layout  HELLO with twice the block size: nothing can be written;
+ *   bad-layout  HELLO with twice the item size: the prefill tears connection 1 down;
  *               room 0 on connection 1 (closed by us after --wait), the rest
  *               on connection 2
  *   big-pool    our pool has twice the prefill's blocks and every
