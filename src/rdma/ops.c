@@ -277,28 +277,19 @@ static const struct kvf_hello_region *peer_region(const struct kvf_peer_pool *pp
 	return NULL;
 }
 
-/* Whether our region and the peer's of the same name have one shape:
- * nbufs, and the item size of every buffer (nitems may differ). */
+/* kvf_proto_same_shape on our region and the peer's idx. */
 static bool shape_ok(const struct kvf_pool *p, const struct kvf_peer_pool *pp, uint32_t idx,
 		     char *why, size_t wlen)
 {
-	const struct kvf_hello_region *r = &pp->regions[idx];
 	const struct kvf_sq_buf *pb = pp->bufs + pp->first_buf[idx];
+	uint64_t ours[KVF_HELLO_MAX_BUFS], theirs[KVF_HELLO_MAX_BUFS];
+	uint32_t nt = pp->regions[idx].nbufs;
 
-	if (p->nbufs != r->nbufs) {
-		snprintf(why, wlen, "region '%s': nbufs %u here, %u at the peer", p->name, p->nbufs,
-			 r->nbufs);
-		return false;
-	}
-	for (uint32_t b = 0; b < p->nbufs; b++) {
-		if (p->bufs[b].block_size != pb[b].block_size) {
-			snprintf(why, wlen, "region '%s': buffer %u item size %" PRIu64 " here, %"
-				 PRIu64 " at the peer", p->name, b, p->bufs[b].block_size,
-				 pb[b].block_size);
-			return false;
-		}
-	}
-	return true;
+	for (uint32_t b = 0; b < p->nbufs; b++)
+		ours[b] = p->bufs[b].block_size;
+	for (uint32_t b = 0; b < nt; b++)
+		theirs[b] = pb[b].block_size;
+	return kvf_proto_same_shape(p->name, ours, p->nbufs, theirs, nt, why, wlen);
 }
 
 /* Once the peer's HELLO is in: every region both sides have by one name

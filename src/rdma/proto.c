@@ -535,6 +535,24 @@ void kvf_proto_hello_buf(const struct kvf_frame *f, uint32_t i, uint32_t b,
 	out->rkey = get32(p + 16);
 }
 
+bool kvf_proto_same_shape(const char *name, const uint64_t *ours, uint32_t nours,
+			  const uint64_t *theirs, uint32_t ntheirs, char *why, size_t wlen)
+{
+	if (nours != ntheirs) {
+		snprintf(why, wlen, "region '%s': nbufs %" PRIu32 " here, %" PRIu32 " at the peer",
+			 name, nours, ntheirs);
+		return false;
+	}
+	for (uint32_t b = 0; b < nours; b++) {
+		if (ours[b] != theirs[b]) {
+			snprintf(why, wlen, "region '%s': buffer %" PRIu32 " item size %" PRIu64
+				 " here, %" PRIu64 " at the peer", name, b, ours[b], theirs[b]);
+			return false;
+		}
+	}
+	return true;
+}
+
 /* ------------------------------------------------------- the info */
 
 static const struct kvf_hello_region *lim_region(const struct kvf_proto_limits *lim, uint32_t id)

@@ -129,6 +129,14 @@ struct kvf_proto_limits {
 	uint32_t nregions;   /* 0 = no HELLO yet: every ROOM_INFO is rejected */
 };
 
+/* Whether our region and the peer's of the same name have one shape (what
+ * HELLO matching checks, docs/wire.md 5.3): the same number of buffers and
+ * the same item size per buffer; nitems may differ. false with why naming
+ * the region and the field ("region 'kv': buffer 3 item size 4096 here,
+ * 8192 at the peer"). */
+bool kvf_proto_same_shape(const char *name, const uint64_t *ours, uint32_t nours,
+			  const uint64_t *theirs, uint32_t ntheirs, char *why, size_t wlen);
+
 /* An info's bytes at most for a room of max_blocks items over its lists. */
 uint32_t kvf_proto_info_max(uint32_t max_blocks);
 

@@ -452,3 +452,17 @@ Test(proto, room_info_sequence_breaks_are_named)
 	cr_assert_eq(drop.room_id, 2);
 	cr_assert_null(ra.buf);
 }
+
+/* HELLO matching: one shape by name (docs/wire.md 5.3), the reason naming
+ * the region and the field. */
+Test(proto, region_shapes_match_or_say_which_field)
+{
+	const uint64_t ours[3] = { 4096, 4096, 64 }, other[3] = { 4096, 8192, 64 };
+	char w[160] = "";
+
+	cr_assert(kvf_proto_same_shape("kv", ours, 3, ours, 3, w, sizeof(w)));
+	cr_assert_not(kvf_proto_same_shape("kv", ours, 3, other, 3, w, sizeof(w)));
+	cr_assert_str_eq(w, "region 'kv': buffer 1 item size 4096 here, 8192 at the peer");
+	cr_assert_not(kvf_proto_same_shape("aux", ours, 3, ours, 2, w, sizeof(w)));
+	cr_assert_str_eq(w, "region 'aux': nbufs 3 here, 2 at the peer");
+}
