@@ -277,7 +277,7 @@ static bool name_ok(const uint8_t *p)
 	return true;
 }
 
-/* Region i of a HELLO at p (its header checked so far): its buffers. */
+/* Region i of a HELLO (its header checked): its buffers. */
 static int check_hello_bufs(const struct kvf_frame *f, uint32_t i,
 			    const struct kvf_hello_region *r, char *detail, size_t dlen)
 {
@@ -303,7 +303,7 @@ static int check_hello_bufs(const struct kvf_frame *f, uint32_t i,
 /* The region list: each header, name and id unique, its buffers inside
  * the frame; the buffers add up to the header's count and the frame ends
  * with the last. */
-static int check_hello_regions(const uint8_t *p, size_t len, const struct kvf_proto_limits *lim,
+static int check_hello_regions(size_t len, const struct kvf_proto_limits *lim,
 			       struct kvf_frame *f, char *detail, size_t dlen)
 {
 	size_t off = 0, room = len - KVF_PROTO_HELLO_FIXED;
@@ -348,7 +348,6 @@ static int check_hello_regions(const uint8_t *p, size_t len, const struct kvf_pr
 	if (nbufs != f->hello.nbufs || off != room)
 		BAD(-EBADMSG, "HELLO says %" PRIu32 " buffers, its regions have %" PRIu32 " (%zu of "
 		    "%zu bytes used)", f->hello.nbufs, nbufs, off, room);
-	(void)p;
 	return 0;
 }
 
@@ -373,7 +372,7 @@ static int decode_hello(const uint8_t *p, size_t len, const struct kvf_proto_lim
 	if (f->hello.nbufs == 0 || f->hello.nbufs > lim->max_bufs)
 		BAD(-EBADMSG, "HELLO with %" PRIu32 " buffers (1..%" PRIu32 " allowed)",
 		    f->hello.nbufs, lim->max_bufs);
-	return check_hello_regions(p, len, lim, f, detail, dlen);
+	return check_hello_regions(len, lim, f, detail, dlen);
 }
 
 static int decode_room_info(const uint8_t *p, size_t len, const struct kvf_proto_limits *lim,
