@@ -30,7 +30,8 @@
  * waited --chunk-gap-ms after its ROOM_INFO. --stop-on-lost S as
  * kvf_driver's. Per terminal room one line:
  *
- *   room 3 id=0x1003 SUCCESS pages=7 prefix=2 chunks=4 t=123.4 checked=458752 bad=0
+ *   room 3 id=0x1003 SUCCESS pages=7 prefix=2 chunks=4 last_pages=0 from=TRANSFERRING
+ *        t=123.4 checked=458752 bad=0
  *   room 4 id=0x1004 FAILED reason=local_abort from=TRANSFERRING t=... detail="..."
  *
  * then "driver: role=... rooms=N ok=N failed=N stuck=N bad_bytes=N
@@ -499,9 +500,11 @@ static void terminal(struct run *u, struct room *r, uint32_t i, int st)
 		u->ok++;
 		u->bad_bytes += bad;
 		u->checked += checked;
-		printf("room %u id=%#" PRIx64 " SUCCESS pages=%u prefix=%u chunks=%u from=%s t=%.6f "
-		       "checked=%" PRIu64 " bad=%" PRIu64 "\n", i, u->o.first_id + i, r->q.pages,
-		       r->q.prefix, r->q.nchunks, kvf_poll_str(r->last), t, checked, bad);
+		printf("room %u id=%#" PRIx64 " SUCCESS pages=%u prefix=%u chunks=%u last_pages=%u "
+		       "from=%s t=%.6f checked=%" PRIu64 " bad=%" PRIu64 "\n", i, u->o.first_id + i,
+		       r->q.pages, r->q.prefix, r->q.nchunks,
+		       r->q.cut[r->q.nchunks] - r->q.cut[r->q.nchunks - 1], kvf_poll_str(r->last), t,
+		       checked, bad);
 		return;
 	}
 	struct kvf_failure f = KVF_FAILURE_INIT;

@@ -100,7 +100,14 @@ stream)
 		[ "$(summary "$W/$side.out" ok)" = "$n" ] ||
 			{ grep FAILED "$W/$side.out" | head; fail "$side: $(summary "$W/$side.out" ok) of $n SUCCESS"; }
 	done
-	pass "$n requests SUCCESS on both sides in $(summary "$W/decode.out" seconds) s; $checked bytes checked at the decode, 0 bad" ;;
+	# what the stream exercised, from the decode's lines
+	shape=$(awk '/ SUCCESS / { for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+		c[v["chunks"]]++; if (v["prefix"] > 0) p++; if (v["prefix"] == v["pages"]) a++
+		if (v["last_pages"] == 0) l++ }
+		END { printf "chunks 1..6: %d %d %d %d %d %d; with a prefix %d, all prefix (no kv sent) %d, LAST without pages %d",
+		      c[1], c[2], c[3], c[4], c[5], c[6], p, a, l }' "$W/decode.out")
+	note "$shape"
+	pass "$n requests SUCCESS on both sides in $(summary "$W/decode.out" seconds) s; $checked bytes checked at the decode, 0 bad ($shape)" ;;
 abort)
 	other=$(grep FAILED "$W/prefill.out" "$W/decode.out" | grep -vE 'reason=(local_abort|peer_abort) ')
 	[ -z "$other" ] || { echo "$other" | head; fail "failures other than aborts"; }
