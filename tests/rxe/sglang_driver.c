@@ -22,7 +22,9 @@
  * request). The prefill sends the pages after the prefix in 1..6 chunks
  * (kvf_sender_send_chunk, one chunk per room per loop, --chunk-gap-ms
  * apart), aux and state with the LAST chunk, which sometimes carries no
- * page at all. On SUCCESS the decode checks every byte of every region the
+ * page at all; for some requests aux and state go one chunk earlier and
+ * LAST has no part at all (its write-with-immediate is a zero-length
+ * write). On SUCCESS the decode checks every byte of every region the
  * room touched, and that the prefix pages are untouched.
  *
  * --abort-every K: the prefill aborts request i when i % K == K - 1, right
@@ -30,7 +32,7 @@
  * waited --chunk-gap-ms after its ROOM_INFO. --stop-on-lost S as
  * kvf_driver's. Per terminal room one line:
  *
- *   room 3 id=0x1003 SUCCESS pages=7 prefix=2 chunks=4 last_pages=0 from=TRANSFERRING
+ *   room 3 id=0x1003 SUCCESS pages=7 prefix=2 chunks=4 last_pages=0 bare_last=0 from=TRANSFERRING
  *        t=123.4 checked=458752 bad=0
  *   room 4 id=0x1004 FAILED reason=local_abort from=TRANSFERRING t=... detail="..."
  *
@@ -77,6 +79,9 @@ struct req {
 	uint32_t prefix;   /* pages the decode holds already */
 	uint32_t tokens;
 	uint32_t nchunks;  /* prefill: chunks of KV pages (LAST may be empty) */
+	bool bare_last;    /* aux and state go with the chunk before LAST, which
+	                      is then no part at all: the write-with-immediate
+	                      alone, zero bytes */
 	uint32_t cut[MAX_CHUNKS + 1]; /* chunk c: entries cut[c]..cut[c + 1] */
 };
 
@@ -169,8 +174,10 @@ static struct req plan(const struct opts *o, uint32_t i)
 				q.cut[c] = q.cut[d];
 				q.cut[d] = t;
 			}
-	if (q.nchunks > 1 && (r2 >> 32) % 4 == 0)
+	if (q.nchunks > 1 && (r2 >> 32) % 4 == 0) {
 		q.cut[q.nchunks - 1] = n;
+		q.bare_last = (r2 >> 48) % 2 == 0;
+	}
 	return q;
 }
 
@@ -375,6 +382,7 @@ static int prefill_chunk(kvf_engine *eng, const struct opts *o, struct mem *m, s
 	uint32_t src[64], row = i % o->window;
 	struct kvf_chunk_part p[3];
 	bool last = c + 1 == r->q.nchunks;
+	bool rows = r->q.bare_last ? c + 2 == r->q.nchunks : last;
 
 	for (uint32_t e = from; e < to; e++) {
 		uint32_t j = r->q.prefix + e;
@@ -385,7 +393,7 @@ static int prefill_chunk(kvf_engine *eng, const struct opts *o, struct mem *m, s
 	}
 	if (to > from)
 		p[np++] = (struct kvf_chunk_part){ m->kv_id, from, to - from, src };
-	if (last) {
+	if (rows) {
 		for (uint32_t b = 0; b < NAUX; b++)
 			fill(m->aux[b] + row * aux_sizes[b], aux_sizes[b], row_word, b, i, 0);
 		for (uint32_t b = 0; b < NSTATE; b++)
@@ -501,10 +509,10 @@ static void terminal(struct run *u, struct room *r, uint32_t i, int st)
 		u->bad_bytes += bad;
 		u->checked += checked;
 		printf("room %u id=%#" PRIx64 " SUCCESS pages=%u prefix=%u chunks=%u last_pages=%u "
-		       "from=%s t=%.6f checked=%" PRIu64 " bad=%" PRIu64 "\n", i, u->o.first_id + i,
-		       r->q.pages, r->q.prefix, r->q.nchunks,
-		       r->q.cut[r->q.nchunks] - r->q.cut[r->q.nchunks - 1], kvf_poll_str(r->last), t,
-		       checked, bad);
+		       "bare_last=%d from=%s t=%.6f checked=%" PRIu64 " bad=%" PRIu64 "\n", i,
+		       u->o.first_id + i, r->q.pages, r->q.prefix, r->q.nchunks,
+		       r->q.cut[r->q.nchunks] - r->q.cut[r->q.nchunks - 1], r->q.bare_last,
+		       kvf_poll_str(r->last), t, checked, bad);
 		return;
 	}
 	struct kvf_failure f = KVF_FAILURE_INIT;

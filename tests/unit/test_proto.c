@@ -466,3 +466,29 @@ Test(proto, region_shapes_match_or_say_which_field)
 	cr_assert_not(kvf_proto_same_shape("aux", ours, 3, ours, 2, w, sizeof(w)));
 	cr_assert_str_eq(w, "region 'aux': nbufs 3 here, 2 at the peer");
 }
+
+/* A CONT past the info's total fails the room and frees its bytes; the
+ * memory held grows with the bytes received, never to a declared total. */
+Test(proto, room_info_cont_past_total_and_memory_bound)
+{
+	uint32_t kv[40] = { 0 }, n;
+	uint32_t total = kv_info(info, sizeof(info), kv, 40);
+	struct kvf_room_reasm ra = { 0 };
+	struct kvf_peer_info *pi = NULL;
+	struct kvf_reasm_drop drop;
+	struct kvf_frame f;
+	int len = info_frame(buf, 64, 1, 7, info, total, 0, &n);
+
+	cr_assert_eq(decode((size_t)len, &f, NULL), 0, "%s", why);
+	cr_assert_eq(kvf_proto_reasm_feed(&ra, &f, &lim, 0, &pi, &drop, why, sizeof(why)), 0);
+	cr_assert_eq(ra.cap, n, "only the first frame's bytes are held, not the total %u", total);
+	/* the next frame carries 4 bytes more than the info has left */
+	len = info_frame(buf, sizeof(buf), 1, 7, info, total + 4, n, &n);
+	cr_assert_eq(decode((size_t)len, &f, NULL), 0, "%s", why);
+	cr_assert_eq(kvf_proto_reasm_feed(&ra, &f, &lim, 0, &pi, &drop, why, sizeof(why)),
+		     -EBADMSG);
+	cr_assert(strstr(why, "ROOM_INFO_CONT of 156 bytes at offset 24 runs past the info's 176"),
+		  "%s", why);
+	cr_assert_null(ra.buf);
+	cr_assert_null(pi);
+}

@@ -5,7 +5,8 @@
 # 16, 256 and 4096 bytes, state of two), requests of random length sent in
 # 1-6 chunks, a random decode_prefix_len in the user data (those pages are
 # not sent and must stay untouched at the decode), aux and state with the
-# LAST chunk. Modes:
+# LAST chunk (for some requests with the chunk before it, and LAST is then
+# the zero-length write-with-immediate alone). Modes:
 #   stream N  N requests: every one SUCCESS on both sides, every byte of
 #             every region checked at the decode, user data as planned
 #   abort N   N requests, chunks 20 ms apart; the prefill aborts every 7th
@@ -103,9 +104,9 @@ stream)
 	# what the stream exercised, from the decode's lines
 	shape=$(awk '/ SUCCESS / { for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
 		c[v["chunks"]]++; if (v["prefix"] > 0) p++; if (v["prefix"] == v["pages"]) a++
-		if (v["last_pages"] == 0) l++ }
-		END { printf "chunks 1..6: %d %d %d %d %d %d; with a prefix %d, all prefix (no kv sent) %d, LAST without pages %d",
-		      c[1], c[2], c[3], c[4], c[5], c[6], p, a, l }' "$W/decode.out")
+		if (v["last_pages"] == 0) l++; if (v["bare_last"] == 1) z++ }
+		END { printf "chunks 1..6: %d %d %d %d %d %d; with a prefix %d, all prefix (no kv sent) %d, LAST without pages %d, LAST without any part (zero-length write-with-immediate) %d",
+		      c[1], c[2], c[3], c[4], c[5], c[6], p, a, l, z }' "$W/decode.out")
 	note "$shape"
 	pass "$n requests SUCCESS on both sides in $(summary "$W/decode.out" seconds) s; $checked bytes checked at the decode, 0 bad ($shape)" ;;
 abort)
