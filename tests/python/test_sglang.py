@@ -1,0 +1,209 @@
+# SPDX-License-Identifier: Apache-2.0
+"""kvferry.sglang without RDMA: the interface SGLang calls, the bootstrap
+server, the overrides from SGLang's environment, and the refusals. The
+transfers themselves run on rxe (tests/rxe/sglang_driver.py)."""
+import json
+import urllib.error
+import urllib.request
+
+import numpy as np
+import pytest
+
+import kvferry
+from kvferry import sglang as ks
+
+PAGES, PAGE_BYTES, NBUF = 32, 256, 4
+
+
+class Args(ks.KVArgs):
+    def __init__(self, rank=0, aux=False):
+        self.bufs = [np.zeros(PAGES * PAGE_BYTES, dtype=np.uint8) for _ in range(NBUF)]
+        self.engine_rank = rank
+        self.kv_data_ptrs = [b.ctypes.data for b in self.bufs]
+        self.kv_data_lens = [b.nbytes for b in self.bufs]
+        self.kv_item_lens = [PAGE_BYTES] * NBUF
+        self.aux = np.zeros(64, dtype=np.uint8)
+        self.aux_data_ptrs = [self.aux.ctypes.data] if aux else []
+        self.aux_data_lens = [64] if aux else []
+        self.aux_item_lens = [8] if aux else []
+        self.state_data_ptrs = []
+        self.ib_device = ""
+        self.system_dp_rank = 0
+
+
+class ServerArgs:
+    def __init__(self, port):
+        self.host = "127.0.0.1"
+        self.disaggregation_bootstrap_port = port
+        self.tp_size = 1
+
+
+@pytest.fixture
+def bootstrap():
+    srv = ks.KVFerryKVBootstrapServer("127.0.0.1", 0)
+    yield srv
+    srv.close()
+
+
+def _mgr(mode, **kw):
+    # overrides=[]: no transport (no rdma.* key), the room engine alone
+    return ks.KVFerryKVManager(Args(**kw), mode, ServerArgs(0), overrides=[])
+
+
+def test_interface_names():
+    for cls, methods in [
+        (ks.KVSender, ["init", "send", "poll", "failure_exception", "abort", "clear",
+                       "pop_decode_prefix_len", "should_send_kv_chunk", "get_transfer_metric"]),
+        (ks.KVReceiver, ["init", "send_metadata", "poll", "failure_exception", "abort",
+                         "clear"]),
+        (ks.KVManager, ["register_to_bootstrap"]),
+    ]:
+        for m in methods:
+            assert callable(getattr(cls, m)), (cls, m)
+    assert ks.KVPoll.Success == kvferry.Poll.SUCCESS == 4
+    assert ks.KVPoll.WaitingForInput == kvferry.Poll.WAITING_FOR_INPUT
+
+
+def test_bootstrap_routes(bootstrap):
+    base = f"http://127.0.0.1:{bootstrap.port}/route"
+
+    def put(d):
+        req = urllib.request.Request(base, data=json.dumps(d).encode(), method="PUT")
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status
+
+    assert put({"role": "prefill", "dp_rank": 0, "engine_rank": 0, "tp_size": 2,
+                "addr": "10.0.0.1:4000"}) == 200
+    assert put({"role": "prefill", "dp_rank": 0, "engine_rank": 1, "tp_size": 2,
+                "addr": "10.0.0.2:4000"}) == 200
+    with urllib.request.urlopen(f"{base}?dp_rank=0&engine_rank=3", timeout=10) as r:
+        assert json.loads(r.read())["addr"] == "10.0.0.2:4000"  # 3 mod 2
+    with pytest.raises(urllib.error.HTTPError) as ei:
+        urllib.request.urlopen(f"{base}?dp_rank=1&engine_rank=0", timeout=10)
+    assert ei.value.code == 404
+    with pytest.raises(urllib.error.HTTPError) as ei:
+        put({"role": "prefill"})
+    assert ei.value.code == 400
+
+
+def test_engine_overrides_from_sglang_env():
+    a = Args()
+    a.ib_device = "mlx5_3,mlx5_4"
+    env = {
+        "SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT": "30",
+        "SGLANG_DISAGGREGATION_WAITING_TIMEOUT": "60",
+        "SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL": "2.5",
+        "SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE": "3",
+        "KVFERRY_OVERRIDES": "rdma.listen_addr=10.0.0.1; deadlines.bootstrap_s=40",
+    }
+    ov = ks.engine_overrides("prefill", a, env)
+    assert ov == [
+        "deadlines.bootstrap_s=30", "deadlines.receiver_waiting_s=60",
+        "heartbeat.interval_ms=2500", "heartbeat.misses=3", "rdma.device=mlx5_3",
+        "rdma.listen_port=0", "rdma.listen_addr=10.0.0.1", "deadlines.bootstrap_s=40",
+    ]
+    assert "rdma.listen_port=0" not in ks.engine_overrides("decode", a, {})
+
+
+def test_manager_refuses_aux_without_region_api():
+    with pytest.raises(ks.KVFerryUnsupported, match="region API"):
+        _mgr("prefill", aux=True)
+
+
+def test_manager_refuses_bad_mode():
+    with pytest.raises(ValueError, match="prefill"):
+        _mgr("null")
+
+
+def test_sender_without_decode_stays_bootstrapping_then_clear():
+    m = _mgr("prefill")
+    s = ks.KVSender(m, "127.0.0.1:1", 42, [0], 0)
+    assert s.poll() == ks.KVPoll.Bootstrapping
+    s.init(3, None)
+    with pytest.raises(kvferry.KVFerryError):  # ROOM_INFO not here: -EAGAIN
+        s.room.send(np.arange(3, dtype=np.int32))
+    s.clear()  # gives up: aborted, quiescent (nothing posted), released
+    assert m.parked == 0
+    assert m.engine.stats().released == 1
+    assert s.poll() == ks.KVPoll.Failed  # the handle is stale now
+    m.close()
+
+
+def test_sender_chunks_more_than_init_said():
+    m = _mgr("prefill")
+    s = ks.KVSender(m, "127.0.0.1:1", 43, [0], 0)
+    s.init(2)
+    with pytest.raises(ValueError, match="3 pages sent"):
+        s.send(np.arange(3, dtype=np.int32))
+    assert s.poll() == ks.KVPoll.Failed
+    with pytest.raises(ks.KVTransferError, match="local abort"):
+        s.failure_exception()
+    m.close()
+
+
+def test_sender_refuses_state_indices():
+    m = _mgr("prefill")
+    s = ks.KVSender(m, "127.0.0.1:1", 44, [0], 0)
+    s.init(1)
+    with pytest.raises(ks.KVFerryUnsupported):
+        s.send(np.arange(1, dtype=np.int32), state_indices=[1])
+    m.close()
+
+
+def test_receiver_unregistered_prefill_fails_with_reason(bootstrap):
+    m = _mgr("decode")
+    r = ks.KVReceiver(m, f"127.0.0.1:{bootstrap.port}", 7)
+    assert r.poll() == ks.KVPoll.Bootstrapping
+    r.init(0)
+    assert r.poll() == ks.KVPoll.Failed
+    with pytest.raises(ks.KVTransferError, match="not registered|404") as ei:
+        r.failure_exception()
+    assert ei.value.bootstrap_room == 7
+    r.clear()
+    m.close()
+
+
+def test_receiver_resolves_and_fails_without_transport(bootstrap):
+    p = ks.KVFerryKVManager(Args(), "prefill", ServerArgs(bootstrap.port), overrides=[])
+    # an engine without a transport has no address: publish one by hand
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{bootstrap.port}/route", method="PUT",
+        data=json.dumps({"dp_rank": 0, "engine_rank": 0, "addr": "10.9.9.9:1"}).encode())
+    urllib.request.urlopen(req, timeout=10).read()
+    with pytest.raises(kvferry.KVFerryError):
+        p.register_to_bootstrap()  # no listener: ENOTCONN
+    m = _mgr("decode")
+    r = ks.KVReceiver(m, f"127.0.0.1:{bootstrap.port}", 8)
+    r.init(0)
+    assert r.peer == "10.9.9.9:1"
+    assert r.poll() == ks.KVPoll.WaitingForInput  # ready for send_metadata
+    with pytest.raises(ks.KVFerryUnsupported):
+        r.send_metadata(np.arange(2, dtype=np.int32), None, None, decode_prefix_len=5)
+    r.send_metadata(np.arange(2, dtype=np.int32), None)
+    assert r.poll() == ks.KVPoll.Failed  # no transport: connect failed
+    with pytest.raises(ks.KVTransferError, match="connect failed"):
+        r.failure_exception()
+    released = []
+    m.page_release_hook = lambda room, pages: released.append(room)
+    r.clear()
+    assert not r.pages_deferred and m.parked == 0
+    assert released == []  # released at once: the hook is for deferred rooms only
+    m.close()
+    p.close()
+
+
+def test_maybe_progress_is_rate_limited():
+    m = ks.KVFerryKVManager(Args(), "decode", ServerArgs(0), overrides=[],
+                            progress_interval_s=3600)
+    m.progress()
+    events = m.engine.stats().events
+    calls = []
+    orig = m.progress
+    m.progress = lambda: calls.append(1) or orig()
+    for _ in range(100):
+        m.maybe_progress()
+    assert calls == [] and m.engine.stats().events == events
+    m.progress_interval_ns = 0
+    m.maybe_progress()
+    assert calls == [1]
+    m.close()
