@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """kvferry.sglang without RDMA: the interface SGLang calls, the bootstrap
 server, the overrides from SGLang's environment, and the refusals. The
-transfers themselves run on rxe (tests/rxe/sglang_driver.py)."""
+transfers themselves run on rxe (tests/rxe/python_sglang.py)."""
 import json
 import urllib.error
 import urllib.request

@@ -174,7 +174,7 @@ TESTS=(
 	"kvf_metrics_stuck|200|\$repo/tests/rxe/scenarios/metrics.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 stuck"
 	"kvf_metrics_load|560|\$repo/tests/rxe/scenarios/metrics.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 load 1000"
 	# kvferry.sglang driven as SGLang does, two Python processes (issue 10)
-	"kvf_sglang|240|\$repo/tests/rxe/scenarios/sglang.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1"
+	"kvf_python_sglang|240|\$repo/tests/rxe/scenarios/python_sglang.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1"
 	"kvf_throughput|300|\$repo/tests/rxe/scenarios/throughput.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 150"
 )
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 10: kvferry.sglang driven as SGLang's event loops drive a transfer
-# backend, two Python processes (tests/rxe/sglang_driver.py; numpy host
+# backend, two Python processes (tests/rxe/python_sglang.py; numpy host
 # buffers stand in for GPU memory): prefill on DEV0 with its bootstrap
 # server, decode on DEV1 finding it there. 30 requests of 1 to 12 pages in
 # up to 3 chunks with every byte checked on pages that are reused, aborts
@@ -9,7 +9,7 @@
 # the prefill is SIGKILLed with 4 decode rooms waiting: each fails as
 # "peer lost" and is released. At the end the prefill's inflight gauge is 0
 # and the decode has no live room and every page back.
-#   sglang.sh BUILD DEV0 ADDR0 DEV1 ADDR1
+#   python_sglang.sh BUILD DEV0 ADDR0 DEV1 ADDR1
 . "$(dirname "$0")/common.sh"
 PY=/usr/bin/python3
 HB_MS=1000 HB_MISSES=5
@@ -19,7 +19,7 @@ engine_conf "$W/d.conf" decode-sg decode $port
 export PYTHONPATH=$BUILD/python
 "$PY" -c 'import numpy, kvferry.sglang' 2> "$W/import.err" ||
 	{ show "$W/import.err"; fail "kvferry.sglang does not import from $BUILD/python (python3-numpy, -Dpython)"; }
-DRV=("$PY" "$(dirname "$0")/../sglang_driver.py" --dir "$W" --timeout 150)
+DRV=("$PY" "$(dirname "$0")/../python_sglang.py" --dir "$W" --timeout 150)
 
 timeout -k 5 170 "${DRV[@]}" --role prefill --config "$W/p.conf" > "$W/prefill.out" 2> "$W/prefill.log" &
 ppid=$!
@@ -39,12 +39,12 @@ wait "$dpid"
 drc=$?
 wait "$ppid" 2> /dev/null
 CHILDREN=()
-grep '^sglang-driver:' "$W/prefill.out" "$W/decode.out"
+grep '^py-sglang:' "$W/prefill.out" "$W/decode.out"
 grep -h 'UNEXPECTED\|bytes wrong' "$W/prefill.out" "$W/decode.out"
 [ $drc = 0 ] || { show "$W/decode.out" "$W/decode.log" "$W/prefill.log"; fail "decode driver exit $drc"; }
-p=$(grep '^sglang-driver: role=prefill ' "$W/prefill.out")
-d=$(grep '^sglang-driver: role=decode ' "$W/decode.out")
-k=$(grep '^sglang-driver: role=decode-kill ' "$W/decode.out")
+p=$(grep '^py-sglang: role=prefill ' "$W/prefill.out")
+d=$(grep '^py-sglang: role=decode ' "$W/decode.out")
+k=$(grep '^py-sglang: role=decode-kill ' "$W/decode.out")
 [ -n "$p" ] && [ -n "$d" ] && [ -n "$k" ] || { show "$W/prefill.out" "$W/decode.out"; fail "a summary line is missing"; }
 [ "$(field "$p" unexpected)" = 0 ] || fail "prefill: $p"
 [ "$(field "$p" ok)" -ge 30 ] || fail "prefill: fewer than 30 ok: $p"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 """One side of an SGLang-shaped transfer over kvferry.sglang, on a real RDMA
-device (tests/rxe/scenarios/sglang.sh runs a prefill and a decode process).
+device (tests/rxe/scenarios/python_sglang.sh runs a prefill and a decode process).
 
 It calls the backend classes in the order SGLang's event loops do:
   prefill: bootstrap server + manager.register_to_bootstrap(); per request a
@@ -30,7 +30,7 @@ DIR/kill-ready once it sees them all and waits to be SIGKILLed; the decode
 must see every one FAILED (peer lost), clear them, and get their pages back.
 
 Prints "room ID OUTCOME reason" lines and one summary line
-  sglang-driver: role=R ok=N failed=N expected_failures=N bad_bytes=N deferred=N released_by_hook=N inflight=N live=N
+  py-sglang: role=R ok=N failed=N expected_failures=N bad_bytes=N deferred=N released_by_hook=N inflight=N live=N
 and exits 0 when every request ended as expected.
 """
 import argparse
@@ -221,7 +221,7 @@ def summary(role, results, bad, deferred, hooked, st, mgr):
     ok = sum(1 for s, _ in results.values() if s == ks.KVPoll.Success)
     failed = len(results) - ok
     live = sum(st.rooms.values())
-    out(f"sglang-driver: role={role} ok={ok} failed={failed} unexpected={bad} "
+    out(f"py-sglang: role={role} ok={ok} failed={failed} unexpected={bad} "
         f"deferred={deferred} released_by_hook={hooked} inflight={st.inflight} "
         f"unquiescent={st.unquiescent} live={live} parked={mgr.parked}")
 
@@ -357,7 +357,7 @@ def run_decode(a):
         bad += 1
     st = mgr.engine.stats()
     live = sum(st.rooms.values())
-    out(f"sglang-driver: role=decode-kill lost={len(lost)} unexpected={bad} "
+    out(f"py-sglang: role=decode-kill lost={len(lost)} unexpected={bad} "
         f"inflight={st.inflight} live={live} parked={mgr.parked} hooked={len(hooked)}")
     mgr.close()
     return 0 if bad == 0 and live == 0 else 1
