@@ -379,7 +379,7 @@ def test_index_outside_the_pool_fails_the_room(pooled):
         r.init(np.array([0, 16], dtype=np.int32))
     assert ei.value.errno == errno.ERANGE
     assert ei.value.reason == "bad request"
-    assert "block[1] = 16" in ei.value.detail
+    assert "[1] = 16" in ei.value.detail and "outside" in ei.value.detail
     assert r.poll() == Poll.FAILED
 
 
