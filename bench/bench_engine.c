@@ -25,8 +25,8 @@
 enum { BATCH = 64, NBLOCKS = 8 };
 
 /* The transport a lifecycle needs, doing nothing: one signaled write. */
-static int null_post(void *t, uint32_t conn, uint64_t wr_id, uint32_t imm, const uint32_t *src,
-		     const uint32_t *dst, uint32_t n)
+static int null_post(void *t, uint32_t conn, uint64_t wr_id, const struct kvf_xfer_part *parts,
+		     uint32_t nparts, const uint32_t *imm)
 {
 	return 1;
 }
@@ -36,7 +36,7 @@ static int null_ack(void *t, uint32_t conn, uint64_t id) { return 0; }
 static void null_teardown(void *t, uint32_t conn, const char *why) {}
 
 static const struct kvf_transport_ops null_ops = {
-	.post_writes = null_post,
+	.post_chunk = null_post,
 	.cancel_writes = null_cancel,
 	.send_abort = null_abort,
 	.send_abort_ack = null_ack,
@@ -69,16 +69,19 @@ static void die(const char *what, int rc)
 
 static struct kvf_peer_info *make_info(uint64_t id)
 {
-	struct kvf_peer_info *pi = malloc(sizeof(*pi) + NBLOCKS * sizeof(uint32_t));
+	struct kvf_peer_info *pi = calloc(1, sizeof(*pi) + NBLOCKS * sizeof(uint32_t));
 
 	if (!pi)
 		die("malloc", -ENOMEM);
 	pi->room_id = id;
 	pi->recv_handle = 0x100000001ull;
 	pi->peer = 1;
-	pi->nblocks = NBLOCKS;
+	pi->nlists = 1;
+	pi->nids = NBLOCKS;
+	memcpy(pi->lists[0].name, "kv", 3);
+	pi->lists[0].n = NBLOCKS;
 	for (uint32_t i = 0; i < NBLOCKS; i++)
-		pi->blocks[i] = i;
+		pi->ids[i] = i;
 	return pi;
 }
 

@@ -11,7 +11,11 @@
 # the decode device's client to the prefill device's server and reports Gb/s
 # (the raw-verbs baseline); then tools/kvferry-bench, kvferry's own transfer:
 # a prefill and a decode engine, KVF_BENCH_ROOMS rooms (default 20), every
-# destination byte checked (marked "kvferry-bench" below).
+# destination byte checked (marked "kvferry-bench" below); last, a request
+# stream shaped like SGLang's (tests/rxe/scenarios/sglang.sh stream): two
+# processes, KV, aux and state regions, KVF_SGLANG_REQUESTS requests
+# (default 500; 0 skips it) of random length sent in 1-6 chunks with a
+# random decode_prefix_len, every byte of every region checked.
 #
 # Environment: KVF_BUILD_DIR (default build), KVF_RXE=auto|host|vm,
 # KVF_VM_TIMEOUT (default 600).
@@ -27,7 +31,7 @@ while [ $# -gt 0 ]; do
 	case $1 in
 	--size) size=${2:?}; shift 2 ;;
 	--inner) inner=1; shift ;;
-	-h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) kvf_die "unknown argument: $1 (see --help)" ;;
 	esac
 done
@@ -52,10 +56,10 @@ if [ $inner = 1 ]; then
 	ulimit -l unlimited 2> /dev/null || kvf_log "warning: memlock limit $(ulimit -l) KiB (see README)"
 	echo "transfer: prefill side $dev0 ($addr0, gid ${gid0:--}), decode side $dev1 (gid ${gid1:--})"
 
-	echo "transfer: step 1/3: one ${size}-byte RDMA WRITE, checked byte for byte (verbs_smoke)"
+	echo "transfer: step 1/4: one ${size}-byte RDMA WRITE, checked byte for byte (verbs_smoke)"
 	timeout 120 "$build/tests/rxe/verbs_smoke" -d "$dev0" ${gid0:+-g "$gid0"} -s "$size" -t 60000
 
-	echo "transfer: step 2/3: ib_write_bw, 64 x 1 MiB RDMA WRITEs $dev1 -> $dev0"
+	echo "transfer: step 2/4: ib_write_bw, 64 x 1 MiB RDMA WRITEs $dev1 -> $dev0"
 	x0=${gid0:+-x $gid0}
 	x1=${gid1:+-x $gid1}
 	# shellcheck disable=SC2086
@@ -78,7 +82,7 @@ if [ $inner = 1 ]; then
 	bench=$build/tools/kvferry-bench
 	[ -x "$bench" ] || kvf_die "$bench is not built"
 	addr1=${KVF_RXE_ADDR1:-}
-	echo "transfer: step 3/3: kvferry-bench, ${KVF_BENCH_ROOMS:-100} rooms of 8 buffers x 8 blocks x 16 KiB, $dev0 -> $dev1"
+	echo "transfer: step 3/4: kvferry-bench, ${KVF_BENCH_ROOMS:-100} rooms of 8 buffers x 8 blocks x 16 KiB, $dev0 -> $dev1"
 	cat > /tmp/kvf-prefill.conf <<CONF
 engine: { id = "prefill"; };
 rdma: { device = "$dev0"; listen_addr = "$addr0"; listen_port = 18641; };
@@ -96,6 +100,14 @@ CONF
 		echo "transfer: kvferry-bench $kbw Gb/s vs ib_write_bw $bw Gb/s on the same devices:" \
 			"$(awk -v a="$kbw" -v b="$bw" 'BEGIN { printf "%.2f", a / b }') x"
 	fi
+
+	# ==== an SGLang-shaped request stream: regions, chunks, user data
+	n=${KVF_SGLANG_REQUESTS:-500}
+	if [ "$n" != 0 ]; then
+		echo "transfer: step 4/4: $n SGLang-shaped requests (kv 32 x 2 KiB pages, aux, state; 1-6 chunks each), $dev0 -> $dev1"
+		timeout 480 "$KVF_REPO/tests/rxe/scenarios/sglang.sh" "$build" "$dev0" "$addr0" "$dev1" \
+			"${addr1:-$addr0}" stream "$n" || kvf_die "the request stream failed"
+	fi
 	echo "transfer: done"
 	exit 0
 fi
@@ -108,6 +120,9 @@ fi
 # only what the transfer needs, so unrelated breakage elsewhere does not stop it
 meson compile -C "$build" verbs_smoke > /dev/null || kvf_die "building verbs_smoke failed"
 meson compile -C "$build" kvferry-bench > /dev/null || kvf_die "building kvferry-bench failed"
+# the request stream's scenario (step 4) checks for its sibling programs too
+meson compile -C "$build" sglang_driver kvf_driver fake_peer > /dev/null ||
+	kvf_die "building the request stream's drivers failed"
 
 mode=${KVF_RXE:-auto}
 if [ "$mode" = auto ]; then

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chunk.h"
 #include "engine.h"
 #include "log.h"
 #include "room.h"
@@ -18,39 +19,66 @@ static struct kvf_slot *room_get(kvf_engine *eng, kvf_room h)
 	return kvf_room_at(eng, (uint32_t)h.v, (uint32_t)(h.v >> 32), UINT32_MAX);
 }
 
+/* ----------------------------------------------------------------- regions */
+
+int kvf_region_register(kvf_engine *eng, const struct kvf_region_desc *desc, uint32_t *region)
+{
+	uint32_t id;
+	int rc;
+
+	if (!eng || !region)
+		return -EINVAL;
+	rc = kvf_regions_check(&eng->regions, desc, &id);
+	if (rc)
+		return rc;
+	if (eng->ops && eng->ops->region_register) {
+		struct kvf_region_layout l = { id, desc->name, desc->nbufs, desc->nitems, desc->bufs,
+					       desc->item_size };
+
+		rc = eng->ops->region_register(eng->t, &l);
+		if (rc)
+			return rc;
+	}
+	kvf_regions_add(&eng->regions, id, desc);
+	kvf_info("region", "region '%s' registered: id %u, %u buffers x %u items", desc->name, id,
+		 desc->nbufs, desc->nitems);
+	*region = id;
+	return 0;
+}
+
+int kvf_region_unregister(kvf_engine *eng, uint32_t region)
+{
+	int rc;
+
+	if (!eng)
+		return -EINVAL;
+	rc = kvf_regions_remove(&eng->regions, region);
+	if (rc)
+		return rc;
+	if (eng->ops && eng->ops->region_unregister)
+		eng->ops->region_unregister(eng->t, region);
+	return 0;
+}
+
+/* The region the calls of earlier versions name. */
+#define KV_REGION "kv"
+
 int kvf_pool_register(kvf_engine *eng, uint32_t nbufs, void *const *bufs,
 		      const uint64_t *block_size, uint32_t nblocks)
 {
-	struct kvf_pool_layout pool = { nbufs, nblocks, bufs, block_size };
-	int rc = 0;
+	struct kvf_region_desc d = { .size = sizeof(d), .nbufs = nbufs, .name = KV_REGION,
+				     .nitems = nblocks, .bufs = bufs, .item_size = block_size };
+	uint32_t id;
 
-	if (!eng || !nbufs || !nblocks || !bufs || !block_size)
+	if (!eng)
 		return -EINVAL;
-	if (eng->pool_ok)
-		return -EEXIST;
 	if (eng->st.created) {
-		/* The rooms' block ids were checked against no pool, and the
-		 * peers may already have our layout: register first. */
+		/* Its contract since the first version: the pool before any room. */
 		kvf_err("pool", "kvf_pool_register after %" PRIu64 " rooms were created: it must "
 			"come before the first room", eng->st.created);
 		return -EBUSY;
 	}
-	for (uint32_t i = 0; i < nbufs; i++) {
-		if (!bufs[i] || !block_size[i]) {
-			kvf_err("pool", "buffer %u: %s", i, !bufs[i] ? "NULL address" : "block size 0");
-			return -EINVAL;
-		}
-	}
-	if (eng->ops && eng->ops->pool_register)
-		rc = eng->ops->pool_register(eng->t, &pool);
-	if (rc)
-		return rc;
-	eng->pool_ok = true;
-	eng->pool_nblocks = nblocks;
-	eng->block_bytes = 0;
-	for (uint32_t i = 0; i < nbufs; i++)
-		eng->block_bytes += block_size[i];
-	return 0;
+	return kvf_region_register(eng, &d, &id);
 }
 
 /* ------------------------------------------------------------------ create */
@@ -190,53 +218,106 @@ int kvf_receiver_create(kvf_engine *eng, uint64_t room_id, const char *peer, kvf
 
 /* ------------------------------------------------------------- init / send */
 
-/* -ERANGE and the room FAILED (BAD_REQUEST) when a block is outside the pool. */
-static int check_blocks(kvf_engine *eng, struct kvf_slot *r, const uint32_t *blocks, uint32_t n)
+/* The refusals of every room call that takes lists: -EINVAL for a handle
+ * that is not a room of role, -ECANCELED for a failed one. */
+static int check_room(struct kvf_slot *r, enum kvf_role role)
 {
+	if (!r || r->role != role)
+		return -EINVAL;
+	return r->state == KVF_FAILED ? -ECANCELED : 0;
+}
+
+/* A caller's lists: known regions, each once, non-empty, within the room's
+ * item budget. *mask gets their regions, *nitems their items. */
+static int check_lists(kvf_engine *eng, uint64_t id, const struct kvf_index_list *lists,
+		       uint32_t nlists, uint32_t *mask, uint64_t *nitems)
+{
+	*mask = 0;
+	*nitems = 0;
+	if (!lists || !nlists || nlists > KVF_MAX_REGIONS)
+		return -EINVAL;
+	for (uint32_t k = 0; k < nlists; k++) {
+		const struct kvf_index_list *l = &lists[k];
+
+		if (!kvf_regions_get(&eng->regions, l->region) || !l->n || !l->items ||
+		    (*mask >> l->region & 1u)) {
+			kvf_err("api", "room %#" PRIx64 ": list %u: %s", id, k,
+				!kvf_regions_get(&eng->regions, l->region) ? "unknown region id" :
+				!l->n || !l->items ? "no items" : "its region has a list already");
+			return -EINVAL;
+		}
+		*mask |= 1u << l->region;
+		*nitems += l->n;
+	}
+	if (*nitems > eng->cfg.max_blocks_per_room) {
+		kvf_err("api", "room %#" PRIx64 ": %" PRIu64 " items, engine.max_blocks_per_room is %u",
+			id, *nitems, eng->cfg.max_blocks_per_room);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* -ERANGE and the room FAILED (BAD_REQUEST) when an item is outside its
+ * region. what: "list" (receiver) or "chunk part" (sender). */
+static int check_items(kvf_engine *eng, struct kvf_slot *r, const char *what, uint32_t k,
+		       uint32_t region, const uint32_t *items, uint32_t n)
+{
+	const struct kvf_region_ent *e = kvf_regions_get(&eng->regions, region);
+
 	for (uint32_t i = 0; i < n; i++) {
-		if (blocks[i] >= eng->pool_nblocks) {
+		if (items[i] >= e->nitems) {
 			kvf_room_fail(eng, r, KVF_FAIL_BAD_REQUEST, ERANGE,
-				      "block[%u] = %u is outside the pool (%u blocks)", i,
-				      blocks[i], eng->pool_nblocks);
+				      "%s %u, region '%s': item[%u] = %u is outside the region "
+				      "(%u items)", what, k, e->name, i, items[i], e->nitems);
 			return -ERANGE;
 		}
 	}
 	return 0;
 }
 
-/* The common refusals of init and send. */
-static int check_call(kvf_engine *eng, struct kvf_slot *r, enum kvf_role role,
-		      const uint32_t *blocks, uint32_t n)
+/* The room holds its regions from now until it is released. */
+static void hold_regions(kvf_engine *eng, struct kvf_slot *r, uint32_t mask)
 {
-	if (!r || r->role != role || !blocks || n == 0 || n > eng->cfg.max_blocks_per_room)
-		return -EINVAL;
-	if (!eng->pool_ok) {
-		kvf_err("api", "room %#" PRIx64 ": no pool registered (kvf_pool_register)", r->id);
-		return -ENOBUFS;
-	}
-	if (r->state == KVF_FAILED)
-		return -ECANCELED;
-	return 0;
+	kvf_regions_hold(&eng->regions, mask & ~(uint32_t)r->regions);
+	r->regions |= (uint16_t)mask;
 }
 
-int kvf_receiver_init(kvf_engine *eng, kvf_room room, const uint32_t *blocks, uint32_t nblocks)
+int kvf_receiver_init_regions(kvf_engine *eng, kvf_room room, const struct kvf_index_list *lists,
+			      uint32_t nlists, const void *user, uint32_t user_len)
 {
 	struct kvf_slot *r = room_get(eng, room);
-	uint64_t handle = room.v;
-	uint32_t conn = 0;
-	int rc = check_call(eng, r, KVF_RECEIVER, blocks, nblocks);
+	struct kvf_info_out out = { .recv_handle = room.v, .lists = lists, .nlists = nlists,
+				    .user = user, .user_len = user_len };
+	uint32_t conn = 0, mask;
+	uint64_t nitems, bytes = 0;
+	int rc = check_room(r, KVF_RECEIVER);
 
+	if (rc)
+		return rc;
+	if (user_len > KVF_USER_DATA_MAX || (user_len && !user))
+		return -EINVAL;
+	rc = check_lists(eng, r->id, lists, nlists, &mask, &nitems);
 	if (rc)
 		return rc;
 	if (r->state != KVF_BOOTSTRAPPING)
 		return -EALREADY;
-	rc = check_blocks(eng, r, blocks, nblocks);
-	if (rc)
-		return rc;
+	for (uint32_t k = 0; k < nlists; k++) {
+		rc = check_items(eng, r, "list", k, lists[k].region, lists[k].items, lists[k].n);
+		if (rc)
+			return rc;
+		bytes += (uint64_t)lists[k].n * eng->regions.r[lists[k].region].item_bytes;
+	}
+	hold_regions(eng, r, mask);
 	kvf_room_last(eng, r, KVF_LAST_INIT);
-	rc = eng->ops ? eng->ops->send_room_info(eng->t, eng->peers[r->peer], r->id, handle,
-						 blocks, nblocks, &conn)
+	out.room_id = r->id;
+	rc = eng->ops ? eng->ops->send_room_info(eng->t, eng->peers[r->peer], &out, &conn)
 		      : -ENOTCONN;
+	if (rc == -ESTALE) {
+		kvf_room_fail(eng, r, KVF_FAIL_BAD_REQUEST, ESTALE, "a region of the room was "
+			      "registered after the HELLO of the connection to %s: that peer does "
+			      "not know it (regions reach a peer in HELLO)", eng->peers[r->peer]);
+		return rc;
+	}
 	if (rc) {
 		kvf_room_fail(eng, r, KVF_FAIL_CONNECT, -rc, "sending ROOM_INFO to %s failed: %s",
 			      eng->peers[r->peer], strerror(-rc));
@@ -250,9 +331,73 @@ int kvf_receiver_init(kvf_engine *eng, kvf_room room, const uint32_t *blocks, ui
 		eng->oc.reconnects++;
 	eng->peer_conns[r->peer] = conn;
 	kvf_obs(eng, r)->info_ns = kvf_now(eng);
-	kvf_obs(eng, r)->chunks_total = nblocks; /* they land at once, with the last write */
-	kvf_obs(eng, r)->bytes = (uint64_t)nblocks * eng->block_bytes;
+	kvf_obs(eng, r)->chunks_total = (uint32_t)nitems; /* they land at once, with the last write */
+	kvf_obs(eng, r)->bytes = bytes;
 	kvf_room_transition(eng, r, KVF_WAITING_FOR_INPUT);
+	return 0;
+}
+
+int kvf_receiver_init(kvf_engine *eng, kvf_room room, const uint32_t *blocks, uint32_t nblocks)
+{
+	struct kvf_index_list l = { .n = nblocks, .items = blocks };
+
+	if (!eng)
+		return -EINVAL;
+	l.region = kvf_regions_find(&eng->regions, KV_REGION);
+	if (l.region == KVF_NO_REGION) {
+		if (check_room(room_get(eng, room), KVF_RECEIVER) == -EINVAL)
+			return -EINVAL;
+		kvf_err("api", "kvf_receiver_init: no pool registered (kvf_pool_register)");
+		return -ENOBUFS;
+	}
+	return kvf_receiver_init_regions(eng, room, &l, 1, NULL, 0);
+}
+
+/* A sender room whose receiver's ROOM_INFO arrived, or the error saying
+ * why not. */
+static int sender_info(kvf_engine *eng, kvf_room room, struct kvf_slot **out)
+{
+	struct kvf_slot *r = room_get(eng, room);
+
+	if (!r || r->role != KVF_SENDER)
+		return -EINVAL;
+	if (!r->info)
+		return r->state == KVF_FAILED ? -ECANCELED : -EAGAIN;
+	*out = r;
+	return 0;
+}
+
+int kvf_sender_peer_count(kvf_engine *eng, kvf_room room, uint32_t region, uint32_t *count)
+{
+	struct kvf_slot *r;
+	int rc = sender_info(eng, room, &r), k;
+
+	if (rc == -ECANCELED)
+		rc = -EAGAIN; /* failed before ROOM_INFO: there is no count to give */
+	if (rc)
+		return rc;
+	if (!count || !kvf_regions_get(&eng->regions, region))
+		return -EINVAL;
+	k = r->chunks ? kvf_chunks_list(r->chunks, region) : -1;
+	*count = k < 0 ? 0 : r->info->lists[k].n;
+	return 0;
+}
+
+int kvf_sender_user_data(kvf_engine *eng, kvf_room room, void *buf, uint32_t buflen,
+			 uint32_t *len)
+{
+	struct kvf_slot *r;
+	int rc = sender_info(eng, room, &r);
+
+	if (rc == -ECANCELED)
+		rc = -EAGAIN;
+	if (rc)
+		return rc;
+	if (!len || (buflen && !buf))
+		return -EINVAL;
+	*len = r->info->user_len;
+	if (buflen)
+		memcpy(buf, r->info->user, buflen < *len ? buflen : *len);
 	return 0;
 }
 
@@ -266,10 +411,10 @@ static enum kvf_fail_reason post_reason(int rc)
 		return KVF_FAIL_PEER_LOST;
 	case -EPROTO:
 	case -EBADMSG:
-		return KVF_FAIL_BAD_FRAME;   /* the peer's pool layout does not fit */
+		return KVF_FAIL_BAD_FRAME;   /* the peer's region layout does not fit */
 	case -ERANGE:
 	case -EMSGSIZE:
-		return KVF_FAIL_BAD_REQUEST; /* blocks outside what the peer has */
+		return KVF_FAIL_BAD_REQUEST; /* items outside what the peer has */
 	default:
 		return KVF_FAIL_DEVICE;
 	}
@@ -282,52 +427,131 @@ static int post_failed(kvf_engine *eng, struct kvf_slot *r, int rc)
 	return rc;
 }
 
-/* The sender's bytes and chunks as handed to the transport. */
-static void sent_obs(kvf_engine *eng, struct kvf_slot *r, uint32_t nblocks, uint32_t signaled)
+/* The chunk's parts: known regions, items, sources inside our regions. */
+static int check_parts(kvf_engine *eng, struct kvf_slot *r, const struct kvf_chunk_part *parts,
+		       uint32_t nparts)
+{
+	int rc;
+
+	if (nparts > KVF_MAX_REGIONS || (nparts && !parts))
+		return -EINVAL;
+	for (uint32_t i = 0; i < nparts; i++) {
+		if (!kvf_regions_get(&eng->regions, parts[i].region) || !parts[i].n ||
+		    !parts[i].src) {
+			kvf_err("api", "room %#" PRIx64 ": chunk part %u: %s", r->id, i,
+				!parts[i].n || !parts[i].src ? "no items" : "unknown region id");
+			return -EINVAL;
+		}
+	}
+	for (uint32_t i = 0; i < nparts; i++) {
+		rc = check_items(eng, r, "chunk part", i, parts[i].region, parts[i].src, parts[i].n);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* The chunk's bytes and signaled writes as handed to the transport. */
+static void chunk_obs(kvf_engine *eng, struct kvf_slot *r, const struct kvf_chunk_part *parts,
+		      uint32_t nparts, uint32_t signaled)
 {
 	struct kvf_room_obs *o = kvf_obs(eng, r);
+	uint64_t bytes = 0;
 
-	o->send_ns = kvf_now(eng);
-	o->bytes = (uint64_t)nblocks * eng->block_bytes;
-	o->chunks_total = signaled;
-	eng->oc.bytes_sent += o->bytes;
+	for (uint32_t i = 0; i < nparts; i++)
+		bytes += (uint64_t)parts[i].n * eng->regions.r[parts[i].region].item_bytes;
+	if (!o->send_ns)
+		o->send_ns = kvf_now(eng);
+	o->bytes += bytes;
+	o->chunks_total += signaled;
+	eng->oc.bytes_sent += bytes;
+}
+
+/* What the room owes the receiver when its chunks are checked: the
+ * writes of this chunk, then after LAST the immediate. */
+static int post_chunk(kvf_engine *eng, struct kvf_slot *r, const struct kvf_xfer_part *xp,
+		      uint32_t nparts, bool last)
+{
+	const struct kvf_peer_info *info = r->info;
+	uint32_t imm = kvf_imm((uint32_t)info->recv_handle, (uint32_t)(info->recv_handle >> 32));
+	int rc = eng->ops ? eng->ops->post_chunk(eng->t, r->conn,
+						 kvf_wr_id(KVF_WR_DATA, r->gen,
+							   kvf_slot_index(eng, r)),
+						 xp, nparts, last ? &imm : NULL)
+			  : -ENOTCONN;
+
+	if (rc < 0 || (last && rc == 0))
+		return post_failed(eng, r, rc ? rc : -EIO);
+	r->outstanding += (uint32_t)rc;
+	return rc;
+}
+
+int kvf_sender_send_chunk(kvf_engine *eng, kvf_room room, const struct kvf_chunk_part *parts,
+			  uint32_t nparts, uint32_t flags)
+{
+	struct kvf_xfer_part xp[KVF_MAX_REGIONS];
+	bool last = flags & KVF_SEND_LAST;
+	struct kvf_slot *r;
+	char why[160];
+	int rc = sender_info(eng, room, &r);
+
+	if (rc)
+		return rc;
+	if (flags & ~KVF_SEND_LAST)
+		return -EINVAL;
+	if (r->state == KVF_FAILED)
+		return -ECANCELED;
+	if (r->flags & KVF_RF_LAST_SENT || kvf_terminal(r))
+		return -EALREADY;
+	rc = check_parts(eng, r, parts, nparts);
+	if (rc)
+		return rc;
+	rc = kvf_chunks_take(r->chunks, r->info, parts, nparts, xp, why, sizeof(why));
+	if (!rc && last)
+		rc = kvf_chunks_whole(r->chunks, r->info, why, sizeof(why));
+	if (rc) {
+		kvf_room_fail(eng, r, KVF_FAIL_BAD_REQUEST, EMSGSIZE, "%s", why);
+		return rc;
+	}
+	kvf_room_last(eng, r, KVF_LAST_SEND);
+	rc = post_chunk(eng, r, xp, nparts, last);
+	if (rc < 0)
+		return rc;
+	chunk_obs(eng, r, parts, nparts, (uint32_t)rc);
+	if (last)
+		r->flags |= KVF_RF_LAST_SENT;
+	if (r->state == KVF_WAITING_FOR_INPUT)
+		kvf_room_transition(eng, r, KVF_TRANSFERRING);
+	else
+		kvf_room_chunk_posted(eng, r);
+	return 0;
 }
 
 int kvf_sender_send(kvf_engine *eng, kvf_room room, const uint32_t *blocks, uint32_t nblocks)
 {
+	struct kvf_chunk_part p = { .dst_offset = 0, .n = nblocks, .src = blocks };
 	struct kvf_slot *r = room_get(eng, room);
-	struct kvf_peer_info *info;
-	int rc = check_call(eng, r, KVF_SENDER, blocks, nblocks);
+	uint32_t count = 0;
+	int rc;
 
-	if (rc)
-		return rc;
-	if (r->state == KVF_BOOTSTRAPPING)
-		return -EAGAIN;
-	if (r->state != KVF_WAITING_FOR_INPUT)
-		return -EALREADY;
-	info = r->info;
-	if (nblocks != info->nblocks) {
+	if (!r || r->role != KVF_SENDER || !blocks || !nblocks)
+		return -EINVAL;
+	p.region = kvf_regions_find(&eng->regions, KV_REGION);
+	if (p.region == KVF_NO_REGION) {
+		kvf_err("api", "kvf_sender_send: no pool registered (kvf_pool_register)");
+		return -ENOBUFS;
+	}
+	rc = kvf_sender_peer_count(eng, room, p.region, &count);
+	if (rc == 0 && r->state == KVF_WAITING_FOR_INPUT && count != nblocks) {
+		/* One send carries the whole list: say it in its own words. */
 		kvf_room_fail(eng, r, KVF_FAIL_BAD_REQUEST, EMSGSIZE,
-			      "send() has %u source blocks, the receiver asked for %u",
-			      nblocks, info->nblocks);
+			      "send() has %u source blocks, the receiver asked for %u", nblocks,
+			      count);
 		return -EMSGSIZE;
 	}
-	rc = check_blocks(eng, r, blocks, nblocks);
-	if (rc)
-		return rc;
-	kvf_room_last(eng, r, KVF_LAST_SEND);
-	rc = eng->ops ? eng->ops->post_writes(eng->t, r->conn,
-					      kvf_wr_id(KVF_WR_DATA, r->gen, kvf_slot_index(eng, r)),
-					      kvf_imm((uint32_t)info->recv_handle,
-						      (uint32_t)(info->recv_handle >> 32)),
-					      blocks, info->blocks, nblocks)
-		      : -ENOTCONN;
-	if (rc <= 0)
-		return post_failed(eng, r, rc ? rc : -EIO);
-	r->outstanding = (uint32_t)rc;
-	sent_obs(eng, r, nblocks, (uint32_t)rc);
-	kvf_room_transition(eng, r, KVF_TRANSFERRING);
-	return 0;
+	if (rc == 0 && r->state == KVF_TRANSFERRING)
+		return -EALREADY;
+	return kvf_sender_send_chunk(eng, room, &p, 1, KVF_SEND_LAST);
 }
 
 /* ------------------------------------------------------ poll, abort, release */
@@ -402,7 +626,11 @@ int kvf_release(kvf_engine *eng, kvf_room room)
 	slot = kvf_slot_index(eng, r);
 	kvf_idmap_remove(&eng->ids, r->id, r->role);
 	free(r->info);
+	free(r->chunks);
 	free(r->fail);
+	kvf_regions_drop(&eng->regions, r->regions);
+	r->regions = 0;
+	r->chunks = NULL;
 	r->info = NULL;
 	r->fail = NULL;
 	kvf_room_transition(eng, r, KVF_ROOM_FREE); /* cancels its deadline */

@@ -35,6 +35,7 @@ struct kvf_config {
 	uint32_t bootstrap_s;                 /* deadlines.bootstrap_s */
 	uint32_t waiting_for_input_s;         /* deadlines.waiting_for_input_s, 0 = off */
 	uint32_t inflight_s;                  /* deadlines.inflight_s */
+	uint32_t between_chunks_s;            /* deadlines.between_chunks_s */
 	uint32_t receiver_waiting_s;          /* deadlines.receiver_waiting_s */
 	uint32_t quiesce_s;                   /* deadlines.quiesce_s */
 

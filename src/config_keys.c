@@ -89,8 +89,12 @@ static const struct kvf_key keys[] = {
 	{ .name = "deadlines.waiting_for_input_s", U32_FIELD(waiting_for_input_s),
 	  .side = SIDE_PREFILL, .phase = "WAITING_FOR_INPUT", .def = 0,
 	  .min = 0, .max = DAY },
-	/* sender: from send() to the last completion */
+	/* sender: from the LAST chunk (send()) to the last completion */
 	{ .name = "deadlines.inflight_s", U32_FIELD(inflight_s),
+	  .side = SIDE_PREFILL, .phase = PH_XFER, .def = 300, .min = 1,
+	  .max = DAY },
+	/* sender: from one chunk to the next, until LAST (chunked prefill) */
+	{ .name = "deadlines.between_chunks_s", U32_FIELD(between_chunks_s),
 	  .side = SIDE_PREFILL, .phase = PH_XFER, .def = 300, .min = 1,
 	  .max = DAY },
 	/* receiver: from ROOM_INFO posted to the final write

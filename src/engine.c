@@ -73,6 +73,7 @@ static void free_tables(struct kvf_engine *eng)
 	}
 	for (uint32_t i = 0; eng->slots && i < eng->nslots; i++) {
 		free(eng->slots[i].info);
+		free(eng->slots[i].chunks);
 		free(eng->slots[i].fail);
 	}
 	kvf_early_fini(&eng->early);

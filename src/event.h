@@ -35,13 +35,29 @@ struct kvf_event {
 	void *data;      /* consumer-owned payload, or NULL */
 };
 
-/* Payload of KVF_EV_PEER_INFO: what the receiver told us about its room. */
+/* Payload of KVF_EV_PEER_INFO: what the receiver told us about its room
+ * (docs/wire.md, the ROOM_INFO body), checked against the receiver's HELLO
+ * by the decoder: every list names a region of it, once, and every item is
+ * inside it. */
+#define KVF_INFO_MAX_LISTS 16     /* = KVF_MAX_REGIONS */
+#define KVF_INFO_NAME_LEN 31      /* = KVF_REGION_NAME_MAX */
+#define KVF_INFO_USER_MAX 256     /* = KVF_USER_DATA_MAX */
+struct kvf_peer_list {
+	char name[KVF_INFO_NAME_LEN + 1]; /* the receiver's region, as its HELLO named it */
+	uint32_t peer_region;             /* its id in the receiver's HELLO */
+	uint32_t n;                       /* the receiver's items */
+	uint32_t first;                   /* index of its first item in ids[] */
+};
 struct kvf_peer_info {
 	uint64_t room_id;
 	uint64_t recv_handle;  /* receiver's slot | gen << 32, echoed in the imm */
 	uint32_t peer;         /* connection id it came on */
-	uint32_t nblocks;
-	uint32_t blocks[];     /* destination block ids */
+	uint32_t nlists;
+	uint32_t nids;         /* items over every list */
+	uint32_t user_len;
+	uint8_t user[KVF_INFO_USER_MAX];
+	struct kvf_peer_list lists[KVF_INFO_MAX_LISTS];
+	uint32_t ids[];        /* the lists' items, list after list */
 };
 
 #endif

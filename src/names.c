@@ -38,6 +38,7 @@ static const char *const deadline_names[] = {
 	[KVF_DL_INFLIGHT] = "inflight",
 	[KVF_DL_RECEIVER_WAITING] = "receiver_waiting",
 	[KVF_DL_QUIESCE] = "quiesce",
+	[KVF_DL_BETWEEN_CHUNKS] = "between_chunks",
 };
 _Static_assert(COUNT(deadline_names) == KVF_DL_NUM, "deadline_names");
 
@@ -176,6 +177,7 @@ static const char *const deadline_keys[] = {
 	[KVF_DL_INFLIGHT] = "deadlines.inflight_s",
 	[KVF_DL_RECEIVER_WAITING] = "deadlines.receiver_waiting_s",
 	[KVF_DL_QUIESCE] = "deadlines.quiesce_s",
+	[KVF_DL_BETWEEN_CHUNKS] = "deadlines.between_chunks_s",
 };
 _Static_assert(COUNT(deadline_keys) == KVF_DL_NUM, "deadline_keys");
 

@@ -37,8 +37,11 @@ enum kvf_deadline kvf_room_deadline(const struct kvf_engine *eng, const struct k
 		else
 			dl = KVF_DL_RECEIVER_WAITING, s = c->receiver_waiting_s;
 		break;
-	case KVF_TRANSFERRING:
-		dl = KVF_DL_INFLIGHT, s = c->inflight_s;
+	case KVF_TRANSFERRING: /* a sender: chunks until LAST, then its writes */
+		if (r->flags & KVF_RF_LAST_SENT)
+			dl = KVF_DL_INFLIGHT, s = c->inflight_s;
+		else
+			dl = KVF_DL_BETWEEN_CHUNKS, s = c->between_chunks_s;
 		break;
 	case KVF_FAILED:
 		if (!(r->flags & KVF_RF_QUIESCENT))
@@ -51,8 +54,8 @@ enum kvf_deadline kvf_room_deadline(const struct kvf_engine *eng, const struct k
 	return s ? dl : KVF_DL_NONE;
 }
 
-/* Arm the deadline of the room's state, counted from state_ns. */
-static void arm_deadline(struct kvf_engine *eng, struct kvf_slot *r)
+/* Arm the deadline of the room's state, counted from base. */
+static void arm_deadline_at(struct kvf_engine *eng, struct kvf_slot *r, uint64_t base)
 {
 	uint64_t len;
 	enum kvf_deadline dl = kvf_room_deadline(eng, r, &len);
@@ -61,7 +64,18 @@ static void arm_deadline(struct kvf_engine *eng, struct kvf_slot *r)
 	if (dl == KVF_DL_NONE)
 		kvf_timers_cancel(&eng->timers, kvf_slot_index(eng, r));
 	else
-		kvf_timers_set(&eng->timers, kvf_slot_index(eng, r), r->state_ns + len);
+		kvf_timers_set(&eng->timers, kvf_slot_index(eng, r), base + len);
+}
+
+/* Counted from entering the state. */
+static void arm_deadline(struct kvf_engine *eng, struct kvf_slot *r)
+{
+	arm_deadline_at(eng, r, r->state_ns);
+}
+
+void kvf_room_chunk_posted(struct kvf_engine *eng, struct kvf_slot *r)
+{
+	arm_deadline_at(eng, r, kvf_now(eng));
 }
 
 /* ------------------------------------------------------------ inflight list */

@@ -16,6 +16,7 @@
 #include "event.h"
 #include "idmap.h"
 #include "metrics.h"
+#include "region.h"
 #include "ring.h"
 #include "timer.h"
 #include "transport.h"
@@ -48,6 +49,7 @@ enum kvf_room_flag {
 	KVF_RF_QUIESCENT = 1 << 1,     /* nothing posted can still touch the memory */
 	KVF_RF_ACK_OWED = 1 << 2,      /* sender: ABORT_ACK once drained */
 	KVF_RF_ABORT_OWED = 1 << 3,    /* sender: ABORT to the peer once drained */
+	KVF_RF_LAST_SENT = 1 << 4,     /* sender: the LAST chunk was posted */
 };
 
 /* Why quiescence is being looked at: each names a rule of
@@ -85,6 +87,7 @@ struct kvf_slot {
 	uint64_t created_ns;
 	uint64_t state_ns;
 	struct kvf_peer_info *info;   /* sender: the receiver's ROOM_INFO */
+	struct kvf_chunks *chunks;    /* sender: what of info's lists was sent */
 	struct kvf_fail_detail *fail; /* set with fail_reason */
 	uint32_t gen;                 /* bumped at release; never 0 */
 	uint32_t conn;                /* connection the room is bound to, 0 = none */
@@ -96,6 +99,7 @@ struct kvf_slot {
 	uint32_t conn_prev;           /* that list, slot + 1 */
 	uint32_t conn_next;
 	uint16_t peer;                /* receiver: index into the engine's peers */
+	uint16_t regions;             /* bit per region id the room holds (region.h) */
 	uint8_t role;                 /* enum kvf_role */
 	uint8_t state;                /* enum kvf_poll, or KVF_ROOM_FREE */
 	uint8_t fail_reason;          /* THE failure field: enum kvf_fail_reason */
@@ -144,9 +148,7 @@ struct kvf_engine {
 	const struct kvf_transport_ops *ops;
 	void *t;
 
-	bool pool_ok;
-	uint32_t pool_nblocks;
-	uint64_t block_bytes;     /* one block id's bytes over every buffer */
+	struct kvf_regions regions; /* kvf_region_register's */
 
 	struct kvf_room_obs *obs; /* per slot, beside slots */
 	struct kvf_obs_counters oc;
@@ -212,6 +214,11 @@ bool kvf_room_transition_allowed(enum kvf_role role, unsigned from, unsigned to)
  * inflight list and the new state's deadline follow. Debug builds assert
  * the transition is in the table. Failing goes through kvf_room_fail. */
 void kvf_room_transition(struct kvf_engine *eng, struct kvf_slot *r, unsigned to);
+
+/* A sender already TRANSFERRING posted another chunk: its deadline starts
+ * again, deadlines.between_chunks_s to the next chunk or, after LAST,
+ * deadlines.inflight_s to success. */
+void kvf_room_chunk_posted(struct kvf_engine *eng, struct kvf_slot *r);
 
 /* Bind the room to connection conn (0: to none) and keep its connection's
  * room list with it. Every write of r->conn in the engine goes here; the

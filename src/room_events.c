@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "chunk.h"
 #include "names.h"
 #include "room.h"
 
@@ -56,17 +57,29 @@ static uint64_t early_expiry(const struct kvf_engine *eng)
 
 void kvf_room_peer_info(struct kvf_engine *eng, struct kvf_slot *r, struct kvf_peer_info *info)
 {
+	uint32_t mask = 0;
+
 	r->info = info;
 	kvf_room_bind(eng, r, info->peer);
 	kvf_obs(eng, r)->info_ns = kvf_now(eng);
 	kvf_room_last(eng, r, KVF_LAST_PEER_INFO);
-	if (info->nblocks > eng->cfg.max_blocks_per_room) {
+	if (info->nids > eng->cfg.max_blocks_per_room) {
 		kvf_room_fail(eng, r, KVF_FAIL_BAD_FRAME, EPROTO,
-			      "ROOM_INFO names %u blocks, engine.max_blocks_per_room is %u",
-			      info->nblocks, eng->cfg.max_blocks_per_room);
+			      "ROOM_INFO names %u items, engine.max_blocks_per_room is %u",
+			      info->nids, eng->cfg.max_blocks_per_room);
 		return;
 	}
-	/* The block ids name the receiver's pool, not ours: the transport
+	r->chunks = kvf_chunks_new(info, &eng->regions, &mask);
+	if (!r->chunks) {
+		kvf_room_fail(eng, r, KVF_FAIL_BAD_REQUEST, ENOMEM,
+			      "no memory for the bookkeeping of %u lists", info->nlists);
+		return;
+	}
+	/* Our regions of the lists' names stay ours until release: their
+	 * items may be read by any chunk from now on. */
+	kvf_regions_hold(&eng->regions, mask);
+	r->regions = (uint16_t)mask;
+	/* The items name the receiver's regions, not ours: the transport
 	 * checked them against the layout the peer sent in HELLO. */
 	kvf_room_transition(eng, r, KVF_WAITING_FOR_INPUT);
 }
@@ -299,8 +312,9 @@ static void on_wc(struct kvf_engine *eng, struct kvf_event *ev)
 		chunk_done(eng, r);
 	if (ev->status != 0)
 		wc_failed(eng, r, ev);
-	else if (r->state == KVF_TRANSFERRING && r->outstanding == 0)
-		kvf_room_transition(eng, r, KVF_SUCCESS);
+	else if (r->state == KVF_TRANSFERRING && r->outstanding == 0 &&
+		 (r->flags & KVF_RF_LAST_SENT))
+		kvf_room_transition(eng, r, KVF_SUCCESS); /* before LAST: the next chunk is due */
 	kvf_room_quiesce(eng, r, KVF_QW_DRAINED);
 }
 

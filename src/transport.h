@@ -15,11 +15,38 @@
 
 #include "event.h"
 
-struct kvf_pool_layout {
+#include <kvferry/kvferry.h>
+
+/* A region as the engine hands it to the transport (kvf_region_register,
+ * checked): its id, name and layout. */
+struct kvf_region_layout {
+	uint32_t id;
+	const char *name;
 	uint32_t nbufs;
-	uint32_t nblocks;
+	uint32_t nitems;
 	void *const *bufs;          /* nbufs base addresses */
-	const uint64_t *block_size; /* nbufs block sizes */
+	const uint64_t *item_size;  /* nbufs item sizes */
+};
+
+/* A receiver's ROOM_INFO as the engine hands it over: its lists name our
+ * own region ids (what our HELLO told the peer). */
+struct kvf_info_out {
+	uint64_t room_id;
+	uint64_t recv_handle;
+	const struct kvf_index_list *lists;
+	uint32_t nlists;
+	const void *user;
+	uint32_t user_len;
+};
+
+/* One region's writes of a sender chunk: src[i] of our region to dst[i]
+ * of the receiver's region of the same name. */
+struct kvf_xfer_part {
+	uint32_t region;      /* our region id */
+	uint32_t peer_region; /* the receiver's region id (its HELLO's) */
+	uint32_t n;
+	const uint32_t *src;
+	const uint32_t *dst;
 };
 
 /* wr_id of every work request: kind:8 | gen:32 | slot:24. */
@@ -62,22 +89,28 @@ struct kvf_transport_stats {
 };
 
 struct kvf_transport_ops {
-	/* The local pool: register it and keep its layout for HELLO. */
-	int (*pool_register)(void *t, const struct kvf_pool_layout *pool);
+	/* Register a region (id unused) and announce it in every HELLO from
+	 * now on; unregister one that no room uses. */
+	int (*region_register)(void *t, const struct kvf_region_layout *reg);
+	void (*region_unregister)(void *t, uint32_t id);
 
 	/* Receiver: send ROOM_INFO to peer ("host:port", connecting on first
-	 * use). *conn gets the connection id (> 0) the room now depends on. */
-	int (*send_room_info)(void *t, const char *peer, uint64_t room_id,
-			      uint64_t recv_handle, const uint32_t *blocks,
-			      uint32_t n, uint32_t *conn);
+	 * use). *conn gets the connection id (> 0) the room now depends on.
+	 * -ESTALE: a list names a region registered after that connection's
+	 * HELLO (the peer does not know it). */
+	int (*send_room_info)(void *t, const char *peer, const struct kvf_info_out *info,
+			      uint32_t *conn);
 
-	/* Sender: post the room's writes, src[i] -> dst[i] in every buffer,
-	 * merging contiguous runs; the last is a WRITE_WITH_IMM carrying imm.
-	 * Every WR has wr_id kvf_wr_id(KVF_WR_DATA, gen, slot). Work that does
-	 * not fit the send queue waits in a queue; it does not fail. Returns
-	 * the number of signaled WRs that will complete (> 0), or -errno. */
-	int (*post_writes)(void *t, uint32_t conn, uint64_t wr_id, uint32_t imm,
-			   const uint32_t *src, const uint32_t *dst, uint32_t n);
+	/* Sender: post one chunk's writes, merging contiguous runs; with imm
+	 * the chunk ends in a WRITE_WITH_IMM carrying *imm after every other
+	 * write of the room (zero bytes when the chunk has none). Every WR has
+	 * wr_id kvf_wr_id(KVF_WR_DATA, gen, slot) and goes on the one QP that
+	 * wr_id picks. Work that does not fit the send queue waits in a
+	 * queue; it does not fail. Returns the number of signaled WRs that
+	 * will complete (>= 0), or -errno: -EPROTO the peer's region of that
+	 * name has another shape or none, -ERANGE an item outside a region. */
+	int (*post_chunk)(void *t, uint32_t conn, uint64_t wr_id, const struct kvf_xfer_part *parts,
+			  uint32_t nparts, const uint32_t *imm);
 
 	/* Drop the room's writes still waiting in the queue (never posted).
 	 * Returns how many signaled completions will now never come. */

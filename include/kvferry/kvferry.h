@@ -9,8 +9,10 @@
  *
  *   sender (prefill)                     receiver (decode)
  *   kvf_sender_create(id)                kvf_receiver_create(id, prefill addr)
- *   kvf_poll() == WAITING_FOR_INPUT  <-- kvf_receiver_init(dst blocks)
- *   kvf_sender_send(src blocks)      --> RDMA WRITEs, last with immediate
+ *   kvf_poll() == WAITING_FOR_INPUT  <-- kvf_receiver_init_regions(dst lists,
+ *                                                            user data)
+ *   kvf_sender_send_chunk(...)       --> RDMA WRITEs, per chunk as it comes
+ *   kvf_sender_send_chunk(LAST)      --> the rest, then the write with immediate
  *   kvf_poll() == SUCCESS                kvf_poll() == SUCCESS
  *   kvf_release()                        kvf_release()
  *
@@ -93,10 +95,13 @@ enum kvf_deadline {
 	KVF_DL_NONE = 0,
 	KVF_DL_BOOTSTRAP,         /* BOOTSTRAPPING, both sides */
 	KVF_DL_WAITING_FOR_INPUT, /* sender WAITING_FOR_INPUT (optional, 0 = off) */
-	KVF_DL_INFLIGHT,          /* sender TRANSFERRING: from send to success */
+	KVF_DL_INFLIGHT,          /* sender TRANSFERRING: from the LAST chunk
+	                             (send) to success */
 	KVF_DL_RECEIVER_WAITING,  /* receiver WAITING_FOR_INPUT */
 	KVF_DL_QUIESCE,           /* FAILED but not quiescent: peer must ACK or
 	                             the connection is torn down */
+	KVF_DL_BETWEEN_CHUNKS,    /* sender TRANSFERRING before its LAST chunk:
+	                             from one chunk to the next */
 	KVF_DL_NUM
 };
 
@@ -359,17 +364,62 @@ KVF_API int kvf_room_stats(const kvf_engine *eng, kvf_room room, struct kvf_room
  * or -EINVAL. */
 KVF_API int kvf_room_list(const kvf_engine *eng, kvf_room *out, uint32_t max);
 
-/* ------------------------------------------------------------------- pools */
+/* ----------------------------------------------------------------- regions */
 
 /*
- * Register the local KV pool: nbufs buffers (layers x K/V), each nblocks
- * blocks of block_size bytes (block_size may differ per buffer). Buffers are
- * host memory, or CUDA device memory when built with CUDA (detected from the
- * pointer). Must be called once, before any room is created. The memory stays
- * the caller's; it must outlive the engine.
- * Returns 0 or -EINVAL (bad shape), -EEXIST (already registered), -EBUSY (a
- * room was already created: register first), -ENOMEM, -ENOTSUP (CUDA memory
- * without CUDA support), or -errno from ibv_reg_mr.
+ * A region is a set of buffers that one index space names: nbufs buffers
+ * of nitems items each, item i of every buffer moving together, each buffer
+ * with its own item size. The KV cache is one region (layers x K/V buffers,
+ * an item = one page), the aux/metadata buffers another (an item = one
+ * request's row), a hybrid model's state buffers a third. Regions are
+ * matched with the peer's by name: both sides' regions of one name must have
+ * the same nbufs and the same item size per buffer (checked when the
+ * connection comes up; a mismatch tears it down with a reason naming the
+ * region and the field, on both sides). nitems may differ.
+ */
+#define KVF_REGION_NAME_MAX 31 /* bytes without the NUL */
+#define KVF_MAX_REGIONS 16     /* registered at once, per engine */
+struct kvf_region_desc {
+	uint32_t size;             /* sizeof(struct kvf_region_desc) */
+	uint32_t nbufs;            /* 1..1024 over every region of the engine */
+	const char *name;          /* 1..KVF_REGION_NAME_MAX bytes, unique per engine */
+	uint32_t nitems;           /* items per buffer: the region's index space */
+	uint32_t flags;            /* 0 */
+	void *const *bufs;         /* nbufs base addresses, host or CUDA */
+	const uint64_t *item_size; /* nbufs item sizes in bytes, each 1..2^30 */
+};
+#define KVF_REGION_DESC_INIT { .size = sizeof(struct kvf_region_desc) }
+
+/*
+ * Register a region; *region gets its id (what index lists and chunk parts
+ * name). The memory stays the caller's; it must outlive the registration.
+ * Regions reach a peer in the HELLO of each connection: a receiver region
+ * registered after a connection's HELLO went out is unknown to that peer,
+ * so a room naming it on that connection fails (BAD_REQUEST, the detail
+ * says so); new connections carry it. docs/design.md, "Regions", says why.
+ * Returns 0, or:
+ *   -EINVAL   NULL argument, .size too small, a bad shape (logged: which
+ *             field), flags not 0, a name empty or too long
+ *   -EEXIST   a region of this name is registered
+ *   -ENOSPC   KVF_MAX_REGIONS regions, or 1024 buffers over all regions
+ *   -ENOMEM, -ENOTSUP (CUDA memory without CUDA support), -errno from
+ *   ibv_reg_mr
+ */
+KVF_API int kvf_region_register(kvf_engine *eng, const struct kvf_region_desc *desc,
+				uint32_t *region);
+
+/*
+ * Unregister a region that no live room uses (a room uses the regions of
+ * its index lists, or of its chunks, until it is released). Its id may be
+ * given to a later registration. Returns 0, -EINVAL (no such region), or
+ * -EBUSY (a live room uses it; logged with their count).
+ */
+KVF_API int kvf_region_unregister(kvf_engine *eng, uint32_t region);
+
+/*
+ * The KV pool of earlier versions: kvf_region_register of a region named
+ * "kv" with nbufs buffers of nblocks items of block_size[i] bytes. Returns
+ * its errors, except -EEXIST when "kv" is registered already.
  */
 KVF_API int kvf_pool_register(kvf_engine *eng, uint32_t nbufs, void *const *bufs,
 		      const uint64_t *block_size, uint32_t nblocks);
@@ -393,30 +443,103 @@ KVF_API int kvf_sender_create(kvf_engine *eng, uint64_t room_id, kvf_room *out);
 KVF_API int kvf_receiver_create(kvf_engine *eng, uint64_t room_id, const char *peer,
 			kvf_room *out);
 
+/* One region's items in a room: the receiver's destination list, or a
+ * sender chunk's source items. */
+struct kvf_index_list {
+	uint32_t region;       /* id from kvf_region_register */
+	uint32_t n;            /* items, >= 1 */
+	const uint32_t *items; /* n item indices of the region */
+};
+#define KVF_USER_DATA_MAX 256 /* opaque bytes a receiver hands its sender */
+
 /*
- * Receiver: the destination block ids (each names that block in every
- * buffer of the pool). Sends ROOM_INFO to the peer; the room moves to
- * WAITING_FOR_INPUT. Returns 0 or:
- *   -EINVAL     stale handle, not a receiver, nblocks 0 or too many
- *   -ENOBUFS    no pool was registered (kvf_pool_register)
- *   -ERANGE     a block id is outside the pool (the room is FAILED, BAD_REQUEST)
+ * Receiver: the room's destination lists, one per region it uses (at most
+ * KVF_MAX_REGIONS, each region once, every list non-empty, engine.
+ * max_blocks_per_room items over all lists), and user_len bytes of opaque
+ * user data (SGLang's decode_prefix_len, ...; user may be NULL when
+ * user_len is 0). Sends ROOM_INFO to the peer; the room moves to
+ * WAITING_FOR_INPUT. SUCCESS later means every item of every list landed.
+ * Returns 0 or:
+ *   -EINVAL     stale handle, not a receiver, no list, a list empty or of an
+ *               unknown region, a region twice, too many items, user_len
+ *               over KVF_USER_DATA_MAX
+ *   -ERANGE     an item is outside its region (the room is FAILED, BAD_REQUEST)
  *   -EALREADY   init was already called
  *   -ECANCELED  the room is already FAILED
+ */
+KVF_API int kvf_receiver_init_regions(kvf_engine *eng, kvf_room room,
+				      const struct kvf_index_list *lists, uint32_t nlists,
+				      const void *user, uint32_t user_len);
+
+/*
+ * Receiver of earlier versions: one list for the region named "kv".
+ * -ENOBUFS when no such region is registered; otherwise as
+ * kvf_receiver_init_regions.
  */
 KVF_API int kvf_receiver_init(kvf_engine *eng, kvf_room room, const uint32_t *blocks,
 		      uint32_t nblocks);
 
 /*
- * Sender: the source block ids, in the order of the receiver's destination
- * blocks. Posts the writes (or queues them when the send queue is full); the
- * room moves to TRANSFERRING. Returns 0 or:
- *   -EINVAL     stale handle, not a sender, nblocks 0 or too many
- *   -ENOBUFS    no pool was registered (kvf_pool_register)
+ * Sender, once the receiver's ROOM_INFO arrived (the room is past
+ * BOOTSTRAPPING): how many items the receiver's list has for our region of
+ * the same name (0 when it asked for none of it). Returns 0, -EINVAL (stale
+ * handle, not a sender, unknown region, count NULL) or -EAGAIN (no
+ * ROOM_INFO yet).
+ */
+KVF_API int kvf_sender_peer_count(kvf_engine *eng, kvf_room room, uint32_t region,
+				  uint32_t *count);
+
+/*
+ * Sender: the receiver's user data. Copies min(buflen, its length) bytes to
+ * buf (NULL with buflen 0 to ask the length) and sets *len to its whole
+ * length. Returns 0, -EINVAL or -EAGAIN (no ROOM_INFO yet).
+ */
+KVF_API int kvf_sender_user_data(kvf_engine *eng, kvf_room room, void *buf, uint32_t buflen,
+				 uint32_t *len);
+
+/* One region's part of a chunk: src[i] of our region goes to the
+ * receiver's list entry dst_offset + i for the region of the same name. */
+struct kvf_chunk_part {
+	uint32_t region;      /* our region id */
+	uint32_t dst_offset;  /* into the receiver's list for that region */
+	uint32_t n;           /* items, >= 1 */
+	const uint32_t *src;  /* n item indices of our region */
+};
+#define KVF_SEND_LAST 0x1u
+
+/*
+ * Sender: post one chunk of the room as it comes (chunked prefill): its
+ * writes go out now (or wait for send-queue room), the room moves to
+ * TRANSFERRING. Chunks may come in any order; together they must cover
+ * every entry of every list of the receiver exactly once. The chunk with
+ * KVF_SEND_LAST is the last one; it may have no part at all, and carries
+ * what goes at the end (aux, state). After the LAST chunk's writes, and
+ * after every write of the earlier chunks, comes the write-with-immediate
+ * that tells the receiver "done": SUCCESS there means every byte landed.
+ * Deadlines: deadlines.between_chunks_s from one chunk to the next,
+ * deadlines.inflight_s from LAST to success (docs/config.md).
+ * Returns 0 or:
+ *   -EINVAL     stale handle, not a sender, parts NULL with nparts > 0, a
+ *               part with no items, an unknown region, flags unknown,
+ *               nparts over KVF_MAX_REGIONS
  *   -EAGAIN     the receiver's ROOM_INFO has not arrived yet (BOOTSTRAPPING)
- *   -EMSGSIZE   nblocks differs from the receiver's count (room FAILED, BAD_REQUEST)
- *   -ERANGE     a block id is outside the pool (room FAILED, BAD_REQUEST)
- *   -EALREADY   send was already called
+ *   -EMSGSIZE   a part runs past the receiver's list, overlaps an earlier
+ *               part, names a region the receiver did not ask for, or the
+ *               LAST chunk leaves entries unsent (room FAILED, BAD_REQUEST;
+ *               the detail names the region and the offsets)
+ *   -ERANGE     a source item is outside our region (room FAILED, BAD_REQUEST)
+ *   -EALREADY   the LAST chunk was already sent
  *   -ECANCELED  the room is already FAILED
+ */
+KVF_API int kvf_sender_send_chunk(kvf_engine *eng, kvf_room room,
+				  const struct kvf_chunk_part *parts, uint32_t nparts,
+				  uint32_t flags);
+
+/*
+ * Sender of earlier versions: one LAST chunk of region "kv" at offset 0,
+ * whose nblocks must be the receiver's whole list (-EMSGSIZE otherwise,
+ * room FAILED). -ENOBUFS when no "kv" region is registered; otherwise as
+ * kvf_sender_send_chunk.
  */
 KVF_API int kvf_sender_send(kvf_engine *eng, kvf_room room, const uint32_t *blocks,
 		    uint32_t nblocks);

@@ -74,11 +74,14 @@ enum kvf_conn_state {
 };
 const char *kvf_conn_state_str(int s);
 
-/* What the peer's HELLO told us; written once by the poller before any
- * ROOM_INFO of that peer is pushed, so the ring orders it for the reader. */
+/* What the peer's HELLO told us: its regions; written once by the poller
+ * before any ROOM_INFO of that peer is pushed, so the ring orders it for
+ * the reader, and never changed. */
 struct kvf_peer_pool {
+	uint32_t nregions;
+	struct kvf_hello_region regions[KVF_PROTO_MAX_REGIONS]; /* in HELLO order */
+	uint32_t first_buf[KVF_PROTO_MAX_REGIONS]; /* region i's buffers: bufs[first_buf[i]..] */
 	uint32_t nbufs;
-	uint32_t nblocks;
 	struct kvf_sq_buf bufs[];  /* key: the buffer's rkey */
 };
 
@@ -148,6 +151,9 @@ struct kvf_conn {
 	struct kvf_sendq sq;           /* writes, credits; posts through post_send */
 	struct kvf_frameq fq;          /* control frames waiting, heartbeat owed */
 	bool hello_sent;
+	bool shapes_checked;           /* the peer's regions matched against ours */
+	uint64_t hello_seq;            /* kvf_rdma.region_seq when our HELLO went:
+	                                  the regions the peer knows */
 	uint64_t last_hb_ns;
 
 	/* The scheduler's own structures (sched.c), scheduler only. */

@@ -77,7 +77,8 @@ void kvf_rdma_close(void *tp)
 			kvf_conn_put(t->conns[i]);
 	if (t->listen_id)
 		rdma_destroy_id(t->listen_id);
-	kvf_pool_destroy(t->pool);
+	for (uint32_t i = 0; i < KVF_MAX_REGIONS; i++)
+		kvf_pool_destroy(t->regions[i]);
 	if (t->cch)
 		ibv_destroy_comp_channel(t->cch);
 	if (t->pd)
@@ -102,11 +103,11 @@ static int check_cfg(struct kvf_rdma *t)
 	/* Every receive buffer is frame_max bytes, rq_depth of them per
 	 * connection: cap it. A ROOM_INFO over the cap goes as a sequence of
 	 * frames (proto.h). */
-	fm = kvf_proto_room_info_len(cfg->max_blocks_per_room);
+	fm = kvf_proto_room_info_len(kvf_proto_info_max(cfg->max_blocks_per_room));
 	if (fm > FRAME_CAP)
 		fm = FRAME_CAP;
-	if (fm < kvf_proto_hello_len(KVF_HELLO_MAX_BUFS))
-		fm = kvf_proto_hello_len(KVF_HELLO_MAX_BUFS);
+	if (fm < kvf_proto_hello_len(KVF_PROTO_MAX_REGIONS, KVF_HELLO_MAX_BUFS))
+		fm = kvf_proto_hello_len(KVF_PROTO_MAX_REGIONS, KVF_HELLO_MAX_BUFS);
 	fm = (fm + 4095) & ~(size_t)4095;
 	t->frame_max = (uint32_t)fm;
 	t->signal_every = cfg->signal_every;

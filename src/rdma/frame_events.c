@@ -42,7 +42,8 @@ static void on_room_info(const struct kvf_frame_src *src, const struct kvf_frame
 	struct kvf_peer_info *pi;
 	struct kvf_reasm_drop drop;
 	char detail[200];
-	int rc = kvf_proto_reasm_feed(src->reasm, f, now_ns, &pi, &drop, detail, sizeof(detail));
+	int rc = kvf_proto_reasm_feed(src->reasm, f, src->lim, now_ns, &pi, &drop, detail,
+				      sizeof(detail));
 
 	if (drop.set)
 		bad_frame(src, true, drop.room_id, drop.why);
@@ -64,14 +65,14 @@ static enum kvf_frame_verdict on_malformed(const struct kvf_frame_src *src,
 {
 	struct kvf_room_reasm *ra = src->reasm;
 
-	if (names && ra->pi && (f->type == KVF_FR_ROOM_INFO || f->type == KVF_FR_ROOM_INFO_CONT)) {
-		if (ra->pi->room_id != f->room_id) {
+	if (names && ra->buf && (f->type == KVF_FR_ROOM_INFO || f->type == KVF_FR_ROOM_INFO_CONT)) {
+		if (ra->room_id != f->room_id) {
 			char why[200];
 
 			snprintf(why, sizeof(why), "ROOM_INFO sequence cut short by a "
 				 "malformed %s for room %#" PRIx64, kvf_frame_type_str(f->type),
 				 f->room_id);
-			bad_frame(src, true, ra->pi->room_id, why);
+			bad_frame(src, true, ra->room_id, why);
 		}
 		kvf_proto_reasm_clear(ra);
 	}

@@ -45,6 +45,6 @@ void kvf_frameq_pop(struct kvf_frameq *q)
 	if (!q->head)
 		q->tail = &q->head;
 	q->n--;
-	free(f->blocks);
+	free(f->info);
 	free(f);
 }

@@ -30,9 +30,9 @@
 struct kvf_pframe {
 	struct kvf_pframe *next;
 	uint32_t len;
-	uint32_t total, sent;      /* sequence: ids in the list, ids posted */
+	uint32_t total, sent;      /* sequence: bytes of the info, bytes posted */
 	uint64_t room_id, recv_handle;
-	uint32_t *blocks;          /* sequence: the total ids (malloc'd) */
+	uint8_t *info;             /* sequence: the encoded info (malloc'd, proto.h) */
 	uint8_t data[];
 };
 

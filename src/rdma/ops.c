@@ -24,6 +24,8 @@
 
 #define PROGRESS_EVERY_NS 50000ull
 
+static void check_shapes(struct kvf_conn *c);
+
 /* ============================================ control frames (scheduler) */
 
 /* The first request stands. The scheduler is the only writer of
@@ -63,33 +65,44 @@ static int post_frame(struct kvf_conn *c, const void *data, uint32_t len)
 }
 
 /* HELLO goes first on every connection: the peer checks our ROOM_INFO
- * against it. Nothing is sent before it, so nothing goes before our pool
- * is registered. */
+ * against it. Nothing is sent before it, so nothing goes before our first
+ * region is registered. It carries every region registered now; hello_seq
+ * remembers which those were (op_send_room_info). */
 static int send_hello(struct kvf_conn *c)
 {
 	struct kvf_rdma *t = c->t;
-	struct kvf_pool *pool = t->pool;
+	struct kvf_hello_region hr[KVF_MAX_REGIONS];
 	struct kvf_hello_buf hb[KVF_HELLO_MAX_BUFS];
-	uint32_t i = c->tx_free[c->tx_nfree - 1];
+	uint32_t i = c->tx_free[c->tx_nfree - 1], nr = 0, nb = 0;
 	uint8_t *buf = c->tx_buf + (size_t)i * t->frame_max;
 	int len, rc;
 
-	for (uint32_t b = 0; b < pool->nbufs; b++)
-		hb[b] = (struct kvf_hello_buf){.addr = pool->bufs[b].addr,
-					       .block_size = pool->bufs[b].block_size,
-					       .rkey = pool->bufs[b].mr->rkey};
+	for (uint32_t id = 0; id < KVF_MAX_REGIONS; id++) {
+		const struct kvf_pool *p = t->regions[id];
+
+		if (!p)
+			continue;
+		hr[nr] = (struct kvf_hello_region){.id = id, .nitems = p->nblocks, .nbufs = p->nbufs};
+		snprintf(hr[nr++].name, sizeof(hr[0].name), "%s", p->name);
+		for (uint32_t b = 0; b < p->nbufs; b++)
+			hb[nb++] = (struct kvf_hello_buf){.addr = p->bufs[b].addr,
+							  .item_size = p->bufs[b].block_size,
+							  .rkey = p->bufs[b].mr->rkey};
+	}
 	len = kvf_proto_encode_hello(buf, c->peer_frame_max < t->frame_max ?
 					  c->peer_frame_max : t->frame_max,
-				     t->cfg.engine_id, pool->nblocks, hb, pool->nbufs);
+				     t->cfg.engine_id, hr, nr, hb);
 	if (len < 0) {
-		kvf_err("rdma", "connection %u: HELLO for %u buffers does not fit the peer's "
-			"%u-byte frames", c->id, pool->nbufs, c->peer_frame_max);
+		kvf_err("rdma", "connection %u: HELLO for %u regions, %u buffers does not fit the "
+			"peer's %u-byte frames", c->id, nr, nb, c->peer_frame_max);
 		request_teardown(c, KVF_FAIL_CONNECT, "HELLO does not fit the peer's frames");
 		return len;
 	}
 	rc = post_frame(c, buf, (uint32_t)len);
-	if (!rc)
+	if (!rc) {
 		c->hello_sent = true;
+		c->hello_seq = t->region_seq;
+	}
 	return rc;
 }
 
@@ -101,13 +114,14 @@ static int send_room_info_part(struct kvf_conn *c, struct kvf_pframe *f)
 	uint32_t i = c->tx_free[c->tx_nfree - 1], n = 0;
 	uint8_t *buf = c->tx_buf + (size_t)i * t->frame_max;
 	uint32_t cap = c->peer_frame_max < t->frame_max ? c->peer_frame_max : t->frame_max;
-	int len = kvf_proto_encode_room_info_part(buf, cap, f->room_id, f->recv_handle, f->blocks,
+	int len = kvf_proto_encode_room_info_part(buf, cap, f->room_id, f->recv_handle, f->info,
 						  f->total, f->sent, &n);
 	int rc;
 
 	if (len < 0) {
 		/* Not reached: connect refuses a peer whose frames cannot carry
-		 * one id. The room would wait for its deadline: fail it now. */
+		 * 4 bytes of an info. The room would wait for its deadline: fail
+		 * it now. */
 		kvf_err("rdma", "connection %u: room %#" PRIx64 ": ROOM_INFO does not fit the "
 			"peer's %u-byte frames; tearing the connection down", c->id, f->room_id,
 			c->peer_frame_max);
@@ -165,7 +179,7 @@ static int send_frames(struct kvf_conn *c)
 	int rc = 0;
 
 	if (!c->hello_sent) {
-		if (!c->t->pool || !c->tx_nfree || !kvf_sendq_credits(&c->sq))
+		if (!c->t->nregions || !c->tx_nfree || !kvf_sendq_credits(&c->sq))
 			return 0;
 		rc = send_hello(c);
 		if (rc)
@@ -199,6 +213,7 @@ static void conn_flush(struct kvf_conn *c)
 	 * kvf_conn_set_established (conn.c). */
 	if (atomic_load_explicit(&c->state, memory_order_acquire) != KVF_CONN_ESTABLISHED)
 		return;
+	check_shapes(c);
 	rc = send_frames(c);
 	if (!rc && c->hello_sent)
 		rc = kvf_sendq_post_writes(&c->sq);
@@ -224,7 +239,7 @@ static int enqueue_frame(struct kvf_conn *c, struct kvf_pframe *f)
 	char why[160];
 
 	if (kvf_frameq_push(&c->fq, f)) {
-		free(f->blocks);
+		free(f->info);
 		free(f);
 		snprintf(why, sizeof(why), "the peer does not drain its receive queue: %u control "
 			 "frames wait for it (the cap)", c->fq.max);
@@ -247,51 +262,133 @@ static struct kvf_pframe *frame_alloc(size_t len)
 	return f;
 }
 
-/* ============================================================= writes */
+/* ====================================================== region shapes */
 
-/* Check the room against both pools before anything is queued. */
-static int check_room(struct kvf_rdma *t, struct kvf_conn *c, const struct kvf_peer_pool *pp,
-		      const uint32_t *src, const uint32_t *dst, uint32_t n)
+/* The peer's region of id, or NULL. */
+static const struct kvf_hello_region *peer_region(const struct kvf_peer_pool *pp, uint32_t id,
+						   uint32_t *idx)
 {
-	const struct kvf_pool *pool = t->pool;
-
-	if (!pool || !pp) {
-		kvf_err("rdma", "connection %u: writes before %s pool is known", c->id,
-			pool ? "the peer's" : "the local");
-		return -EPROTO;
-	}
-	if (pool->nbufs != pp->nbufs) {
-		kvf_err("rdma", "connection %u: local pool has %u buffers, peer's has %u",
-			c->id, pool->nbufs, pp->nbufs);
-		return -EPROTO;
-	}
-	for (uint32_t b = 0; b < pool->nbufs; b++) {
-		if (pool->bufs[b].block_size != pp->bufs[b].block_size) {
-			kvf_err("rdma", "connection %u: buffer %u block size %" PRIu64
-				" here, %" PRIu64 " at the peer", c->id, b,
-				pool->bufs[b].block_size, pp->bufs[b].block_size);
-			return -EPROTO;
+	for (uint32_t i = 0; i < pp->nregions; i++) {
+		if (pp->regions[i].id == id) {
+			*idx = i;
+			return &pp->regions[i];
 		}
 	}
-	for (uint32_t i = 0; i < n; i++)
-		if (src[i] >= pool->nblocks || dst[i] >= pp->nblocks)
+	return NULL;
+}
+
+/* kvf_proto_same_shape on our region and the peer's idx. */
+static bool shape_ok(const struct kvf_pool *p, const struct kvf_peer_pool *pp, uint32_t idx,
+		     char *why, size_t wlen)
+{
+	const struct kvf_sq_buf *pb = pp->bufs + pp->first_buf[idx];
+	uint64_t ours[KVF_HELLO_MAX_BUFS], theirs[KVF_HELLO_MAX_BUFS];
+	uint32_t nt = pp->regions[idx].nbufs;
+
+	for (uint32_t b = 0; b < p->nbufs; b++)
+		ours[b] = p->bufs[b].block_size;
+	for (uint32_t b = 0; b < nt; b++)
+		theirs[b] = pb[b].block_size;
+	return kvf_proto_same_shape(p->name, ours, p->nbufs, theirs, nt, why, wlen);
+}
+
+/* Once the peer's HELLO is in: every region both sides have by one name
+ * must have one shape, or the connection goes (both sides check, so both
+ * say which region and which field). */
+static void check_shapes(struct kvf_conn *c)
+{
+	const struct kvf_peer_pool *pp;
+	char why[160];
+
+	if (c->shapes_checked)
+		return;
+	/* Acquire pairs with the store-release of peer_pool in on_hello
+	 * (poller.c). */
+	pp = atomic_load_explicit(&c->peer_pool, memory_order_acquire);
+	if (!pp)
+		return;
+	c->shapes_checked = true;
+	for (uint32_t i = 0; i < pp->nregions; i++) {
+		for (uint32_t id = 0; id < KVF_MAX_REGIONS; id++) {
+			const struct kvf_pool *p = c->t->regions[id];
+
+			if (!p || strcmp(p->name, pp->regions[i].name) != 0 ||
+			    shape_ok(p, pp, i, why, sizeof(why)))
+				continue;
+			kvf_err("rdma", "connection %u (%s): region layouts differ: %s; tearing it "
+				"down", c->id, c->peer, why);
+			request_teardown(c, KVF_FAIL_CONNECT, why);
+			return;
+		}
+	}
+}
+
+/* ============================================================= writes */
+
+/* One part of a chunk against both sides' regions: the peer's of the same
+ * name and shape, every item inside. Fills *sp. */
+static int check_part(struct kvf_rdma *t, struct kvf_conn *c, const struct kvf_peer_pool *pp,
+		      const struct kvf_xfer_part *x, struct kvf_sq_part *sp)
+{
+	const struct kvf_pool *p = x->region < KVF_MAX_REGIONS ? t->regions[x->region] : NULL;
+	const struct kvf_hello_region *r;
+	char why[160];
+	uint32_t idx;
+
+	r = pp ? peer_region(pp, x->peer_region, &idx) : NULL;
+	if (!p || !r || strcmp(p->name, r->name) != 0) {
+		kvf_err("rdma", "connection %u: writes for region %u to the peer's %u: %s", c->id,
+			x->region, x->peer_region, !pp ? "no HELLO from the peer yet" :
+			!p ? "no such region here" : !r ? "no such region at the peer" :
+			"their names differ");
+		return -EPROTO;
+	}
+	if (!shape_ok(p, pp, idx, why, sizeof(why))) {
+		kvf_err("rdma", "connection %u: %s", c->id, why);
+		return -EPROTO;
+	}
+	for (uint32_t i = 0; i < x->n; i++)
+		if (x->src[i] >= p->nblocks || x->dst[i] >= r->nitems)
 			return -ERANGE;
+	*sp = (struct kvf_sq_part){.local = p->wr_bufs, .remote = pp->bufs + pp->first_buf[idx],
+				   .nbufs = p->nbufs, .n = x->n, .src = x->src, .dst = x->dst};
 	return 0;
 }
 
 /* ================================================================ ops */
 
-static int op_pool_register(void *tp, const struct kvf_pool_layout *layout)
+static int op_region_register(void *tp, const struct kvf_region_layout *layout)
+{
+	struct kvf_rdma *t = tp;
+	uint32_t nbufs = layout->nbufs;
+	int rc;
+
+	if (layout->id >= KVF_MAX_REGIONS || t->regions[layout->id])
+		return -EEXIST;
+	for (uint32_t i = 0; i < KVF_MAX_REGIONS; i++)
+		nbufs += t->regions[i] ? t->regions[i]->nbufs : 0;
+	if (nbufs > KVF_HELLO_MAX_BUFS) {
+		kvf_err("rdma", "region '%s': %u buffers over every region, at most %u",
+			layout->name, nbufs, KVF_HELLO_MAX_BUFS);
+		return -ENOSPC;
+	}
+	rc = kvf_pool_create(t->pd, layout, &t->regions[layout->id]);
+	if (rc)
+		return rc;
+	t->regions[layout->id]->seq = ++t->region_seq;
+	t->nregions++;
+	return 0;
+}
+
+/* No room uses it (the engine checked): nothing of ours is posted from or
+ * into it, and a peer may only write into it for a room we name it in. */
+static void op_region_unregister(void *tp, uint32_t id)
 {
 	struct kvf_rdma *t = tp;
 
-	if (t->pool)
-		return -EEXIST;
-	if (layout && layout->nbufs > KVF_HELLO_MAX_BUFS) {
-		kvf_err("rdma", "pool of %u buffers: at most %u", layout->nbufs, KVF_HELLO_MAX_BUFS);
-		return -EINVAL;
-	}
-	return kvf_pool_create(t->pd, layout, &t->pool);
+	kvf_pool_destroy(t->regions[id]);
+	t->regions[id] = NULL;
+	t->nregions--;
 }
 
 /* The peer connection to peer: the live one, or a new QP group. *out is
@@ -313,57 +410,86 @@ static int get_or_connect(struct kvf_rdma *t, const char *peer, struct kvf_conn 
 	return 0;
 }
 
-/* The list goes as one ROOM_INFO sequence (proto.h), split at post time
- * to the peer's frame size: a list of any length up to
- * engine.max_blocks_per_room. */
-static int op_send_room_info(void *tp, const char *peer, uint64_t room_id, uint64_t recv_handle,
-			     const uint32_t *blocks, uint32_t n, uint32_t *conn)
+/* Whether the peer on c knows every region of the info: each was
+ * registered before c's HELLO went (a HELLO not sent yet will carry them). */
+static bool regions_known(const struct kvf_rdma *t, const struct kvf_conn *c,
+			  const struct kvf_info_out *info)
 {
+	for (uint32_t k = 0; k < info->nlists && c->hello_sent; k++) {
+		const struct kvf_pool *p = t->regions[info->lists[k].region];
+
+		if (!p || p->seq > c->hello_seq) {
+			kvf_err("rdma", "room %#" PRIx64 ": region %u was registered after the HELLO of "
+				"connection %u (%s): that peer does not know it", info->room_id,
+				info->lists[k].region, c->id, c->peer);
+			return false;
+		}
+	}
+	return true;
+}
+
+/* The info, encoded now (proto.h), goes as one ROOM_INFO sequence split at
+ * post time to the peer's frame size. */
+static int op_send_room_info(void *tp, const char *peer, const struct kvf_info_out *info,
+			     uint32_t *conn)
+{
+	struct kvf_proto_list pl[KVF_MAX_REGIONS];
 	struct kvf_rdma *t = tp;
 	struct kvf_pframe *f;
-	struct kvf_conn *c;
+	struct kvf_conn *c, *q;
+	size_t len;
 	int rc;
 
 	if (!peer || !*peer)
 		peer = t->cfg.peer;
-	if (!*peer || !strrchr(peer, ':') || !conn || !n || !blocks)
+	if (!*peer || !strrchr(peer, ':') || !conn || !info || !info->nlists ||
+	    info->nlists > KVF_MAX_REGIONS)
 		return -EINVAL;
-	if (n > t->cfg.max_blocks_per_room) {
-		kvf_err("rdma", "room %#" PRIx64 ": %u blocks, engine.max_blocks_per_room is %u",
-			room_id, n, t->cfg.max_blocks_per_room);
+	for (uint32_t k = 0; k < info->nlists; k++)
+		pl[k] = (struct kvf_proto_list){info->lists[k].region, info->lists[k].n,
+						info->lists[k].items};
+	len = kvf_proto_info_len(pl, info->nlists, info->user_len);
+	if (len > kvf_proto_info_max(t->cfg.max_blocks_per_room))
 		return -EINVAL;
-	}
 	f = frame_alloc(0);
 	if (f)
-		f->blocks = malloc((size_t)n * sizeof(*blocks));
-	if (!f || !f->blocks) {
+		f->info = malloc(len);
+	if (!f || !f->info) {
 		free(f);
 		return -ENOMEM;
 	}
-	memcpy(f->blocks, blocks, (size_t)n * sizeof(*blocks));
-	f->total = n;
-	f->room_id = room_id;
-	f->recv_handle = recv_handle;
+	kvf_proto_encode_info(f->info, len, pl, info->nlists, info->user, info->user_len);
+	f->total = (uint32_t)len;
+	f->room_id = info->room_id;
+	f->recv_handle = info->recv_handle;
 	rc = get_or_connect(t, peer, &c);
 	if (rc) {
-		free(f->blocks);
+		free(f->info);
 		free(f);
 		return rc;
 	}
 	/* One QP for everything of this room: its whole sequence here, and
 	 * any later frame for it goes the same way (kvf_conn_pick). */
-	rc = enqueue_frame(kvf_conn_pick(c, room_id), f);
+	q = kvf_conn_pick(c, info->room_id);
+	if (!regions_known(t, q, info)) {
+		free(f->info);
+		free(f);
+		return -ESTALE;
+	}
+	rc = enqueue_frame(q, f);
 	*conn = c->id;
 	return rc;
 }
 
 /* A room's writes all go on one QP of the peer connection, picked by its
  * wr_id (the same in post, cancel and every completion), so its final
- * WRITE_WITH_IMM follows all of them. On the prefill side, where writes are
- * posted, every connection is one QP: the one the room's ROOM_INFO came on. */
-static int op_post_writes(void *tp, uint32_t conn, uint64_t wr_id, uint32_t imm,
-			  const uint32_t *src, const uint32_t *dst, uint32_t n)
+ * WRITE_WITH_IMM follows all of them, every chunk's. On the prefill side,
+ * where writes are posted, every connection is one QP: the one the room's
+ * ROOM_INFO came on. */
+static int op_post_chunk(void *tp, uint32_t conn, uint64_t wr_id, const struct kvf_xfer_part *parts,
+			 uint32_t nparts, const uint32_t *imm)
 {
+	struct kvf_sq_part sp[KVF_MAX_REGIONS];
 	struct kvf_rdma *t = tp;
 	struct kvf_conn *g = kvf_sched_get(t, conn), *c;
 	const struct kvf_peer_pool *pp;
@@ -374,17 +500,25 @@ static int op_post_writes(void *tp, uint32_t conn, uint64_t wr_id, uint32_t imm,
 	c = kvf_conn_pick(g, wr_id);
 	if (atomic_load(&c->state) != KVF_CONN_ESTABLISHED)
 		return -ENOTCONN;
+	if (nparts > KVF_MAX_REGIONS)
+		return -EINVAL;
 	/* Acquire pairs with the store-release of peer_pool in on_hello
 	 * (poller.c). */
 	pp = atomic_load_explicit(&c->peer_pool, memory_order_acquire);
-	rc = check_room(t, c, pp, src, dst, n);
-	if (rc)
-		return rc;
-	rc = kvf_sendq_add_room(&c->sq, t->pool->wr_bufs, pp->bufs, pp->nbufs, wr_id, imm,
-				src, dst, n);
-	if (rc > 0) {
-		for (uint32_t b = 0; b < t->pool->nbufs; b++)
-			t->st_bytes += (uint64_t)n * t->pool->bufs[b].block_size;
+	if (!pp)
+		return -EPROTO;
+	for (uint32_t i = 0; i < nparts; i++) {
+		rc = check_part(t, c, pp, &parts[i], &sp[i]);
+		if (rc)
+			return rc;
+	}
+	/* The zero-length immediate of a chunk with nothing to copy goes to
+	 * any buffer of the peer's: it writes no byte. */
+	rc = kvf_sendq_add_parts(&c->sq, sp, nparts, wr_id, imm, &pp->bufs[0]);
+	if (rc >= 0) {
+		for (uint32_t i = 0; i < nparts; i++)
+			for (uint32_t b = 0; b < sp[i].nbufs; b++)
+				t->st_bytes += (uint64_t)sp[i].n * sp[i].local[b].block_size;
 		conn_kick(c);
 	}
 	return rc;
@@ -488,7 +622,10 @@ static void heartbeats(struct kvf_rdma *t, uint64_t now)
 		return;
 	t->last_hb_walk_ns = now;
 	for (struct kvf_conn *c = t->s.all; c; c = c->s_next) {
-		if (atomic_load(&c->state) != KVF_CONN_ESTABLISHED || now - c->last_hb_ns < hb)
+		if (atomic_load(&c->state) != KVF_CONN_ESTABLISHED)
+			continue;
+		check_shapes(c);
+		if (now - c->last_hb_ns < hb)
 			continue;
 		kvf_frameq_heartbeat(&c->fq);
 		c->last_hb_ns = now;
@@ -545,9 +682,10 @@ static int op_stats(void *tp, struct kvf_transport_stats *out)
 
 const struct kvf_transport_ops kvf_rdma_ops = {
 	.stats = op_stats,
-	.pool_register = op_pool_register,
+	.region_register = op_region_register,
+	.region_unregister = op_region_unregister,
 	.send_room_info = op_send_room_info,
-	.post_writes = op_post_writes,
+	.post_chunk = op_post_chunk,
 	.cancel_writes = op_cancel_writes,
 	.send_abort = op_send_abort,
 	.send_abort_ack = op_send_abort_ack,

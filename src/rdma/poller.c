@@ -50,31 +50,36 @@ int kvf_poller_adopt(struct kvf_rdma *t, struct kvf_conn *c)
 static void on_hello(struct kvf_conn *c, const struct kvf_frame *f)
 {
 	struct kvf_peer_pool *pp;
+	uint32_t at = 0;
 
 	if (atomic_load_explicit(&c->peer_pool, memory_order_relaxed)) {
 		kvf_warn("poller", "connection %u: second HELLO from %s ignored", c->id, c->peer);
 		return;
 	}
-	pp = malloc(sizeof(*pp) + f->hello.nbufs * sizeof(pp->bufs[0]));
+	pp = calloc(1, sizeof(*pp) + f->hello.nbufs * sizeof(pp->bufs[0]));
 	if (!pp) {
-		kvf_conn_teardown(c, KVF_FAIL_PEER_LOST, "no memory for the peer's pool layout");
+		kvf_conn_teardown(c, KVF_FAIL_PEER_LOST, "no memory for the peer's region layout");
 		return;
 	}
+	pp->nregions = f->hello.nregions;
 	pp->nbufs = f->hello.nbufs;
-	pp->nblocks = f->hello.nblocks;
-	for (uint32_t i = 0; i < pp->nbufs; i++) {
-		struct kvf_hello_buf hb;
+	for (uint32_t i = 0; i < pp->nregions; i++) {
+		kvf_proto_hello_region(f, i, &pp->regions[i]);
+		pp->first_buf[i] = at;
+		for (uint32_t b = 0; b < pp->regions[i].nbufs; b++, at++) {
+			struct kvf_hello_buf hb;
 
-		kvf_proto_hello_buf(f, i, &hb);
-		pp->bufs[i] = (struct kvf_sq_buf){.addr = hb.addr, .block_size = hb.block_size,
-						  .key = hb.rkey};
+			kvf_proto_hello_buf(f, i, b, &hb);
+			pp->bufs[at] = (struct kvf_sq_buf){.addr = hb.addr, .block_size = hb.item_size,
+							   .key = hb.rkey};
+		}
 	}
-	/* Release pairs with the load-acquire of peer_pool in op_post_writes
-	 * (ops.c); the ring push of the ROOM_INFO that follows orders it as
-	 * well. */
+	/* Release pairs with the load-acquire of peer_pool in ops.c (shape
+	 * checks, post_chunk); the ring push of the ROOM_INFO that follows
+	 * orders it as well. */
 	atomic_store_explicit(&c->peer_pool, pp, memory_order_release);
-	kvf_info("poller", "connection %u: peer %s (%s) pool %" PRIu32 " buffers x %" PRIu32
-		 " blocks", c->id, kvf_esc(f->hello.engine_id), c->peer, pp->nbufs, pp->nblocks);
+	kvf_info("poller", "connection %u: peer %s (%s): %" PRIu32 " regions, %" PRIu32
+		 " buffers", c->id, kvf_esc(f->hello.engine_id), c->peer, pp->nregions, pp->nbufs);
 }
 
 static void push_event(void *t, const struct kvf_event *ev)
@@ -91,7 +96,8 @@ static void on_frame(struct poller *p, struct kvf_conn *c, uint32_t slot, uint32
 	struct kvf_proto_limits lim = {
 		.max_blocks = p->t->cfg.max_blocks_per_room,
 		.max_bufs = p->hello_max_bufs,
-		.nblocks = pp ? pp->nblocks : 0,
+		.regions = pp ? pp->regions : NULL,
+		.nregions = pp ? pp->nregions : 0,
 	};
 	struct kvf_frame_src src = {
 		.reasm = &c->reasm, .lim = &lim, .conn_id = c->id, .peer = c->group,
@@ -523,7 +529,10 @@ void *kvf_poller_main(void *arg)
 	uint64_t idle_since, last_fd = 0, last_house = 0;
 
 	p.batch = t->cfg.poll_batch ? t->cfg.poll_batch : 32;
-	p.hello_max_bufs = (uint32_t)((t->frame_max - KVF_PROTO_HELLO_FIXED) / KVF_PROTO_HELLO_BUF_LEN);
+	/* A HELLO of every region always fits frame_max (device.c): what is
+	 * left of it after the region headers bounds the buffers. */
+	p.hello_max_bufs = (uint32_t)((t->frame_max - kvf_proto_hello_len(KVF_PROTO_MAX_REGIONS, 0)) /
+				      KVF_PROTO_HELLO_BUF_LEN);
 	p.wcs = t->wcs;
 	idle_since = kvf_monotonic_ns();
 	/* Acquire pairs with the store-release of stop in kvf_rdma_close. */

@@ -49,19 +49,19 @@ static int reg_buf(struct ibv_pd *pd, struct kvf_pool_buf *b, uint32_t idx, uint
 /* What the send queue cannot post is refused here, once, with its reason:
  * a block bigger than one RDMA WRITE would be cut short (SGE lengths are 32
  * bit) or make a WR over the transport's own limit. */
-static int check_layout(const struct kvf_pool_layout *layout)
+static int check_layout(const struct kvf_region_layout *layout)
 {
-	if (!layout || !layout->nbufs || !layout->nblocks || !layout->bufs ||
-	    !layout->block_size) {
+	if (!layout || !layout->nbufs || !layout->nitems || !layout->bufs ||
+	    !layout->item_size) {
 		kvf_err("pool", "pool layout: %s", !layout ? "none given" :
-			!layout->nbufs ? "no buffers" : !layout->nblocks ? "no blocks" :
+			!layout->nbufs ? "no buffers" : !layout->nitems ? "no blocks" :
 			"no buffer or block size list");
 		return -EINVAL;
 	}
 	for (uint32_t i = 0; i < layout->nbufs; i++) {
-		uint64_t bs = layout->block_size[i];
+		uint64_t bs = layout->item_size[i];
 
-		if (!layout->bufs[i] || !bs || bs > UINT64_MAX / layout->nblocks) {
+		if (!layout->bufs[i] || !bs || bs > UINT64_MAX / layout->nitems) {
 			kvf_err("pool", "buffer %" PRIu32 ": %s", i, !layout->bufs[i] ? "NULL address" :
 				!bs ? "block size 0" : "block size x blocks overflows 64 bits");
 			return -EINVAL;
@@ -91,7 +91,7 @@ void kvf_pool_destroy(struct kvf_pool *p)
 	pool_free(p, p->nbufs);
 }
 
-int kvf_pool_create(struct ibv_pd *pd, const struct kvf_pool_layout *layout,
+int kvf_pool_create(struct ibv_pd *pd, const struct kvf_region_layout *layout,
 		    struct kvf_pool **out)
 {
 	struct kvf_pool *p;
@@ -104,7 +104,9 @@ int kvf_pool_create(struct ibv_pd *pd, const struct kvf_pool_layout *layout,
 	if (!p)
 		return -ENOMEM;
 	p->nbufs = layout->nbufs;
-	p->nblocks = layout->nblocks;
+	p->nblocks = layout->nitems;
+	p->id = layout->id;
+	snprintf(p->name, sizeof(p->name), "%s", layout->name ? layout->name : "");
 	p->wr_bufs = calloc(p->nbufs, sizeof(*p->wr_bufs));
 	if (!p->wr_bufs) {
 		pool_free(p, 0);
@@ -114,7 +116,7 @@ int kvf_pool_create(struct ibv_pd *pd, const struct kvf_pool_layout *layout,
 		struct kvf_pool_buf *b = &p->bufs[i];
 
 		b->addr = (uint64_t)(uintptr_t)layout->bufs[i];
-		b->block_size = layout->block_size[i];
+		b->block_size = layout->item_size[i];
 		b->dmabuf_fd = -1;
 		rc = reg_buf(pd, b, i, b->block_size * p->nblocks);
 		if (rc) {
@@ -124,8 +126,8 @@ int kvf_pool_create(struct ibv_pd *pd, const struct kvf_pool_layout *layout,
 		p->wr_bufs[i] = (struct kvf_sq_buf){.addr = b->addr, .block_size = b->block_size,
 						    .key = b->mr->lkey};
 	}
-	kvf_info("pool", "registered %" PRIu32 " buffers x %" PRIu32 " blocks", p->nbufs,
-		 p->nblocks);
+	kvf_info("pool", "region '%s': registered %" PRIu32 " buffers x %" PRIu32 " items",
+		 p->name, p->nbufs, p->nblocks);
 	*out = p;
 	return 0;
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The local KV pool: nbufs buffers x nblocks blocks, each buffer registered
- * once. Host memory always; CUDA device memory when built with CUDA
- * (dmabuf first, then ibv_reg_mr through peer memory). */
+/* One registered region (kvf_region_register): nbufs buffers x nitems
+ * items, each buffer registered once. Host memory always; CUDA device
+ * memory when built with CUDA (dmabuf first, then ibv_reg_mr through peer
+ * memory). */
 #ifndef KVF_POOL_H
 #define KVF_POOL_H
 
@@ -21,8 +22,12 @@ struct kvf_pool_buf {
 };
 
 struct kvf_pool {
+	char name[KVF_REGION_NAME_MAX + 1];
+	uint32_t id;
+	uint64_t seq;       /* registration order (kvf_rdma.region_seq): which
+	                       HELLOs announced it */
 	uint32_t nbufs;
-	uint32_t nblocks;
+	uint32_t nblocks;   /* items per buffer */
 	struct kvf_sq_buf *wr_bufs; /* the buffers as the send queue builds WRs
 	                               from them (key: the lkey) */
 	struct kvf_pool_buf bufs[];
@@ -30,14 +35,14 @@ struct kvf_pool {
 
 /*
  * Register every buffer of layout on pd. Returns 0 and *out, or
- *   -EINVAL   a NULL buffer, zero blocks or block size, a size that overflows,
- *             a block size over KVF_SQ_MAX_WR_BYTES (one RDMA WRITE; logged)
+ *   -EINVAL   a NULL buffer, zero items or item size, a size that overflows,
+ *             an item size over KVF_SQ_MAX_WR_BYTES (one RDMA WRITE; logged)
  *   -ENOMEM
  *   -ENOTSUP  CUDA device memory in a build without CUDA
  *   -ENODEV   CUDA device memory but no usable driver (libcuda not loadable)
  *   -errno    from the registration (logged with the buffer index)
  */
-int kvf_pool_create(struct ibv_pd *pd, const struct kvf_pool_layout *layout,
+int kvf_pool_create(struct ibv_pd *pd, const struct kvf_region_layout *layout,
 		    struct kvf_pool **out);
 void kvf_pool_destroy(struct kvf_pool *p);
 

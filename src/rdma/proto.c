@@ -47,19 +47,20 @@ static uint64_t get64(const uint8_t *p)
 
 /* ---------------------------------------------------------- encoding */
 
-size_t kvf_proto_hello_len(uint32_t nbufs)
+size_t kvf_proto_hello_len(uint32_t nregions, uint32_t nbufs)
 {
-	return KVF_PROTO_HELLO_FIXED + (size_t)nbufs * KVF_PROTO_HELLO_BUF_LEN;
+	return KVF_PROTO_HELLO_FIXED + (size_t)nregions * KVF_PROTO_HELLO_REGION_LEN +
+	       (size_t)nbufs * KVF_PROTO_HELLO_BUF_LEN;
 }
 
-size_t kvf_proto_room_info_len(uint32_t nblocks)
+size_t kvf_proto_room_info_len(uint32_t len)
 {
-	return KVF_PROTO_ROOM_INFO_FIXED + (size_t)nblocks * 4u;
+	return KVF_PROTO_ROOM_INFO_FIXED + (size_t)len;
 }
 
-size_t kvf_proto_room_info_cont_len(uint32_t nblocks)
+size_t kvf_proto_room_info_cont_len(uint32_t len)
 {
-	return KVF_PROTO_ROOM_INFO_CONT_FIXED + (size_t)nblocks * 4u;
+	return KVF_PROTO_ROOM_INFO_CONT_FIXED + (size_t)len;
 }
 
 uint32_t kvf_proto_room_info_frames(uint32_t total, size_t frame_max)
@@ -68,11 +69,34 @@ uint32_t kvf_proto_room_info_frames(uint32_t total, size_t frame_max)
 
 	if (frame_max < KVF_PROTO_ROOM_INFO_FIXED + 4u)
 		return 0;
-	first = (frame_max - KVF_PROTO_ROOM_INFO_FIXED) / 4u;
-	more = (frame_max - KVF_PROTO_ROOM_INFO_CONT_FIXED) / 4u;
+	first = frame_max - KVF_PROTO_ROOM_INFO_FIXED;
+	more = frame_max - KVF_PROTO_ROOM_INFO_CONT_FIXED;
 	if (total <= first)
 		return 1;
 	return 1 + (uint32_t)((total - first + more - 1) / more);
+}
+
+uint32_t kvf_proto_info_max(uint32_t max_blocks)
+{
+	uint64_t m = KVF_PROTO_INFO_FIXED + KVF_PROTO_USER_MAX +
+		     (uint64_t)KVF_PROTO_MAX_REGIONS * KVF_PROTO_INFO_LIST_FIXED +
+		     (uint64_t)max_blocks * 4u;
+
+	return m > UINT32_MAX ? UINT32_MAX : (uint32_t)m;
+}
+
+static uint32_t pad4(uint32_t n)
+{
+	return (n + 3u) & ~3u;
+}
+
+size_t kvf_proto_info_len(const struct kvf_proto_list *lists, uint32_t nlists, uint32_t user_len)
+{
+	size_t len = KVF_PROTO_INFO_FIXED + pad4(user_len);
+
+	for (uint32_t k = 0; k < nlists; k++)
+		len += KVF_PROTO_INFO_LIST_FIXED + (size_t)lists[k].n * 4u;
+	return len;
 }
 
 static void put_hdr(uint8_t *p, uint8_t type, size_t len, uint64_t room_id)
@@ -86,14 +110,18 @@ static void put_hdr(uint8_t *p, uint8_t type, size_t len, uint64_t room_id)
 }
 
 int kvf_proto_encode_hello(void *buf, size_t cap, const char *engine_id,
-			   uint32_t nblocks, const struct kvf_hello_buf *bufs,
-			   uint32_t nbufs)
+			   const struct kvf_hello_region *regs, uint32_t nregions,
+			   const struct kvf_hello_buf *bufs)
 {
-	size_t len = kvf_proto_hello_len(nbufs);
+	uint32_t nbufs = 0, at = 0;
 	uint8_t *p = buf;
+	size_t len;
 
-	if (!buf || !engine_id || (nbufs && !bufs))
+	if (!buf || !engine_id || (nregions && (!regs || !bufs)))
 		return -EINVAL;
+	for (uint32_t i = 0; i < nregions; i++)
+		nbufs += regs[i].nbufs;
+	len = kvf_proto_hello_len(nregions, nbufs);
 	if (len > cap || len > UINT32_MAX)
 		return -EMSGSIZE;
 	put_hdr(p, KVF_FR_HELLO, len, 0);
@@ -101,58 +129,72 @@ int kvf_proto_encode_hello(void *buf, size_t cap, const char *engine_id,
 	memset(p, 0, KVF_PROTO_ENGINE_ID_LEN);
 	memcpy(p, engine_id, strnlen(engine_id, KVF_PROTO_ENGINE_ID_LEN));
 	p += KVF_PROTO_ENGINE_ID_LEN;
-	put32(p, nbufs);
-	put32(p + 4, nblocks);
+	put32(p, nregions);
+	put32(p + 4, nbufs);
 	p += 8;
-	for (uint32_t i = 0; i < nbufs; i++, p += KVF_PROTO_HELLO_BUF_LEN) {
-		put64(p, bufs[i].addr);
-		put64(p + 8, bufs[i].block_size);
-		put32(p + 16, bufs[i].rkey);
-		put32(p + 20, 0);
+	for (uint32_t i = 0; i < nregions; i++) {
+		memset(p, 0, KVF_PROTO_HELLO_REGION_LEN);
+		memcpy(p, regs[i].name, strnlen(regs[i].name, KVF_PROTO_REGION_NAME_LEN - 1));
+		put32(p + 32, regs[i].id);
+		put32(p + 36, regs[i].nitems);
+		put32(p + 40, regs[i].nbufs);
+		p += KVF_PROTO_HELLO_REGION_LEN;
+		for (uint32_t b = 0; b < regs[i].nbufs; b++, at++, p += KVF_PROTO_HELLO_BUF_LEN) {
+			put64(p, bufs[at].addr);
+			put64(p + 8, bufs[at].item_size);
+			put32(p + 16, bufs[at].rkey);
+			put32(p + 20, 0);
+		}
 	}
 	return (int)len;
 }
 
-int kvf_proto_encode_room_info(void *buf, size_t cap, uint64_t room_id,
-			       uint64_t recv_handle, const uint32_t *blocks,
-			       uint32_t n)
+int kvf_proto_encode_info(void *buf, size_t cap, const struct kvf_proto_list *lists,
+			  uint32_t nlists, const void *user, uint32_t user_len)
 {
-	size_t len = kvf_proto_room_info_len(n);
+	size_t len;
 	uint8_t *p = buf;
 
-	if (!buf || (n && !blocks))
+	if (!buf || (nlists && !lists) || (user_len && !user))
 		return -EINVAL;
+	len = kvf_proto_info_len(lists, nlists, user_len);
 	if (len > cap || len > UINT32_MAX)
 		return -EMSGSIZE;
-	put_hdr(p, KVF_FR_ROOM_INFO, len, room_id);
-	p += KVF_PROTO_HDR_LEN;
-	put64(p, recv_handle);
-	put32(p + 8, n);
-	put32(p + 12, 0); /* total: 0 = this frame's n, the whole list */
-	p += 16;
-	for (uint32_t i = 0; i < n; i++, p += 4)
-		put32(p, blocks[i]);
+	put32(p, nlists);
+	put32(p + 4, user_len);
+	p += KVF_PROTO_INFO_FIXED;
+	memset(p, 0, pad4(user_len));
+	if (user_len)
+		memcpy(p, user, user_len);
+	p += pad4(user_len);
+	for (uint32_t k = 0; k < nlists; k++) {
+		put32(p, lists[k].region);
+		put32(p + 4, lists[k].n);
+		p += KVF_PROTO_INFO_LIST_FIXED;
+		for (uint32_t i = 0; i < lists[k].n; i++, p += 4)
+			put32(p, lists[k].items[i]);
+	}
 	return (int)len;
 }
 
 int kvf_proto_encode_room_info_part(void *buf, size_t cap, uint64_t room_id,
-				    uint64_t recv_handle, const uint32_t *blocks,
+				    uint64_t recv_handle, const uint8_t *info,
 				    uint32_t total, uint32_t offset, uint32_t *n)
 {
 	size_t fixed = offset ? KVF_PROTO_ROOM_INFO_CONT_FIXED : KVF_PROTO_ROOM_INFO_FIXED;
-	uint32_t k = total - offset, i;
+	uint32_t k = total - offset;
 	uint8_t *p = buf;
 	size_t len;
 
-	if (!buf || !blocks || !n || offset >= total)
+	if (!buf || !info || !n || offset >= total)
 		return -EINVAL;
 	if (cap > UINT32_MAX)
 		cap = UINT32_MAX;
 	if (cap < fixed + 4u)
 		return -EMSGSIZE;
-	if (k > (cap - fixed) / 4u)
-		k = (uint32_t)((cap - fixed) / 4u);
-	len = fixed + (size_t)k * 4u;
+	if (k > cap - fixed)
+		k = (uint32_t)(cap - fixed);
+	len = fixed + k;
 	put_hdr(p, offset ? KVF_FR_ROOM_INFO_CONT : KVF_FR_ROOM_INFO, len, room_id);
 	p += KVF_PROTO_HDR_LEN;
 	if (offset) {
@@ -162,11 +204,10 @@ int kvf_proto_encode_room_info_part(void *buf, size_t cap, uint64_t room_id,
 	} else {
 		put64(p, recv_handle);
 		put32(p + 8, k);
-		put32(p + 12, total);
+		put32(p + 12, total == k ? 0 : total); /* 0: this frame is the whole info */
 		p += 16;
 	}
-	for (i = 0; i < k; i++, p += 4)
-		put32(p, blocks[offset + i]);
+	memcpy(p, info + offset, k);
 	*n = k;
 	return (int)len;
 }
@@ -223,6 +264,93 @@ static bool type_names_room(uint8_t type)
 	       type == KVF_FR_ABORT || type == KVF_FR_ABORT_ACK;
 }
 
+/* A region name: 1..31 bytes, then NULs only. */
+static bool name_ok(const uint8_t *p)
+{
+	size_t n = strnlen((const char *)p, KVF_PROTO_REGION_NAME_LEN);
+
+	if (n == 0 || n == KVF_PROTO_REGION_NAME_LEN)
+		return false;
+	for (size_t i = n; i < KVF_PROTO_REGION_NAME_LEN; i++)
+		if (p[i])
+			return false;
+	return true;
+}
+
+/* Region i of a HELLO (its header checked): its buffers. */
+static int check_hello_bufs(const struct kvf_frame *f, uint32_t i,
+			    const struct kvf_hello_region *r, char *detail, size_t dlen)
+{
+	for (uint32_t b = 0; b < r->nbufs; b++) {
+		const uint8_t *e = f->hello.body + f->hello.at[i] + KVF_PROTO_HELLO_REGION_LEN +
+				   (size_t)b * KVF_PROTO_HELLO_BUF_LEN;
+		struct kvf_hello_buf hb;
+		uint32_t resv = get32(e + 20);
+
+		if (resv)
+			BAD(-EBADMSG, "HELLO region '%s' buffer %" PRIu32 ": reserved word 0x%08"
+			    PRIx32 " is not 0", r->name, b, resv);
+		kvf_proto_hello_buf(f, i, b, &hb);
+		if (hb.item_size == 0 || hb.item_size > UINT64_MAX / r->nitems ||
+		    hb.addr + hb.item_size * r->nitems < hb.addr)
+			BAD(-EBADMSG, "HELLO region '%s' buffer %" PRIu32 ": item size %" PRIu64
+			    " x %" PRIu32 " items at 0x%" PRIx64 " is empty or wraps", r->name, b,
+			    hb.item_size, r->nitems, hb.addr);
+	}
+	return 0;
+}
+
+/* The region list: each header, name and id unique, its buffers inside
+ * the frame; the buffers add up to the header's count and the frame ends
+ * with the last. */
+static int check_hello_regions(size_t len, const struct kvf_proto_limits *lim,
+			       struct kvf_frame *f, char *detail, size_t dlen)
+{
+	size_t off = 0, room = len - KVF_PROTO_HELLO_FIXED;
+	uint32_t nbufs = 0, ids = 0;
+	int rc;
+
+	for (uint32_t i = 0; i < f->hello.nregions; i++) {
+		struct kvf_hello_region r;
+		const uint8_t *e = f->hello.body + off;
+
+		if (room - off < KVF_PROTO_HELLO_REGION_LEN)
+			BAD(-EBADMSG, "HELLO ends inside region %" PRIu32 "'s header", i);
+		if (!name_ok(e) || get32(e + 44))
+			BAD(-EBADMSG, "HELLO region %" PRIu32 ": %s", i, get32(e + 44) ?
+			    "reserved word not 0" : "name empty, over 31 bytes or not NUL-padded");
+		f->hello.at[i] = (uint32_t)off;
+		kvf_proto_hello_region(f, i, &r);
+		if (r.id >= KVF_PROTO_MAX_REGIONS || (ids >> r.id & 1u) || !r.nitems || !r.nbufs ||
+		    r.nbufs > lim->max_bufs - nbufs)
+			BAD(-EBADMSG, "HELLO region '%s': %s (id %" PRIu32 ", %" PRIu32 " items, %"
+			    PRIu32 " buffers)", r.name, r.id >= KVF_PROTO_MAX_REGIONS ? "id out of range" :
+			    (ids >> r.id & 1u) ? "id given twice" : !r.nitems ? "no items" :
+			    !r.nbufs ? "no buffers" : "buffers over the limit", r.id, r.nitems, r.nbufs);
+		for (uint32_t j = 0; j < i; j++) {
+			struct kvf_hello_region o;
+
+			kvf_proto_hello_region(f, j, &o);
+			if (strcmp(o.name, r.name) == 0)
+				BAD(-EBADMSG, "HELLO names region '%s' twice", r.name);
+		}
+		ids |= 1u << r.id;
+		nbufs += r.nbufs;
+		off += KVF_PROTO_HELLO_REGION_LEN;
+		if ((room - off) / KVF_PROTO_HELLO_BUF_LEN < r.nbufs)
+			BAD(-EBADMSG, "HELLO ends inside region '%s''s %" PRIu32 " buffers", r.name,
+			    r.nbufs);
+		off += (size_t)r.nbufs * KVF_PROTO_HELLO_BUF_LEN;
+		rc = check_hello_bufs(f, i, &r, detail, dlen);
+		if (rc)
+			return rc;
+	}
+	if (nbufs != f->hello.nbufs || off != room)
+		BAD(-EBADMSG, "HELLO says %" PRIu32 " buffers, its regions have %" PRIu32 " (%zu of "
+		    "%zu bytes used)", f->hello.nbufs, nbufs, off, room);
+	return 0;
+}
+
 static int decode_hello(const uint8_t *p, size_t len, const struct kvf_proto_limits *lim,
 			struct kvf_frame *f, char *detail, size_t dlen)
 {
@@ -235,62 +363,22 @@ static int decode_hello(const uint8_t *p, size_t len, const struct kvf_proto_lim
 	memcpy(f->hello.engine_id, p, KVF_PROTO_ENGINE_ID_LEN);
 	f->hello.engine_id[KVF_PROTO_ENGINE_ID_LEN] = '\0';
 	p += KVF_PROTO_ENGINE_ID_LEN;
-	f->hello.nbufs = get32(p);
-	f->hello.nblocks = get32(p + 4);
-	f->hello.bufs = p + 8;
+	f->hello.nregions = get32(p);
+	f->hello.nbufs = get32(p + 4);
+	f->hello.body = p + 8;
+	if (f->hello.nregions == 0 || f->hello.nregions > KVF_PROTO_MAX_REGIONS)
+		BAD(-EBADMSG, "HELLO with %" PRIu32 " regions (1..%u allowed)", f->hello.nregions,
+		    KVF_PROTO_MAX_REGIONS);
 	if (f->hello.nbufs == 0 || f->hello.nbufs > lim->max_bufs)
 		BAD(-EBADMSG, "HELLO with %" PRIu32 " buffers (1..%" PRIu32 " allowed)",
 		    f->hello.nbufs, lim->max_bufs);
-	if (f->hello.nblocks == 0)
-		BAD(-EBADMSG, "HELLO with a pool of 0 blocks");
-	if (len != kvf_proto_hello_len(f->hello.nbufs))
-		BAD(-EBADMSG, "HELLO of %zu bytes, %" PRIu32 " buffers need %zu (truncated buffer list)",
-		    len, f->hello.nbufs, kvf_proto_hello_len(f->hello.nbufs));
-	for (uint32_t i = 0; i < f->hello.nbufs; i++) {
-		struct kvf_hello_buf b;
-		uint32_t resv = get32(f->hello.bufs + (size_t)i * KVF_PROTO_HELLO_BUF_LEN + 20);
-
-		if (resv)
-			BAD(-EBADMSG, "HELLO buffer %" PRIu32 ": reserved word 0x%08" PRIx32
-			    " is not 0", i, resv);
-		kvf_proto_hello_buf(f, i, &b);
-		if (b.block_size == 0 || b.block_size > UINT64_MAX / f->hello.nblocks ||
-		    b.addr + b.block_size * f->hello.nblocks < b.addr)
-			BAD(-EBADMSG, "HELLO buffer %" PRIu32 ": block size %" PRIu64
-			    " x %" PRIu32 " blocks at 0x%" PRIx64 " is empty or wraps",
-			    i, b.block_size, f->hello.nblocks, b.addr);
-	}
-	return 0;
-}
-
-/* The ids of a ROOM_INFO or ROOM_INFO_CONT: length, then every id in the pool. */
-static int check_ids(const uint8_t *p, size_t len, size_t fixed, const struct kvf_proto_limits *lim,
-		     struct kvf_frame *f, char *detail, size_t dlen)
-{
-	const char *what = kvf_frame_type_str(f->type);
-	uint32_t n = f->room_info.nblocks;
-
-	f->room_info.blocks = p + fixed;
-	if (len != fixed + (size_t)n * 4u)
-		BAD(-EBADMSG, "%s of %zu bytes, %" PRIu32 " blocks need %zu (truncated block list)",
-		    what, len, n, fixed + (size_t)n * 4u);
-	if (lim->nblocks == 0)
-		BAD(-EBADMSG, "%s before the peer's HELLO: no pool to check blocks against", what);
-	for (uint32_t i = 0; i < n; i++) {
-		uint32_t b = kvf_proto_block(f, i);
-
-		if (b >= lim->nblocks)
-			BAD(-EBADMSG, "%s block %" PRIu64 " is id %" PRIu32
-			    ", outside the pool of %" PRIu32 " blocks", what,
-			    (uint64_t)f->room_info.offset + i, b, lim->nblocks);
-	}
-	return 0;
+	return check_hello_regions(len, lim, f, detail, dlen);
 }
 
 static int decode_room_info(const uint8_t *p, size_t len, const struct kvf_proto_limits *lim,
 			    struct kvf_frame *f, char *detail, size_t dlen)
 {
-	uint32_t n, total;
+	uint32_t n, total, max = kvf_proto_info_max(lim->max_blocks);
 
 	if (len < KVF_PROTO_ROOM_INFO_FIXED)
 		BAD(-EBADMSG, "ROOM_INFO of %zu bytes, shorter than its fixed part (%u)",
@@ -298,25 +386,25 @@ static int decode_room_info(const uint8_t *p, size_t len, const struct kvf_proto
 	f->room_info.recv_handle = get64(p + KVF_PROTO_HDR_LEN);
 	n = get32(p + KVF_PROTO_HDR_LEN + 8);
 	total = get32(p + KVF_PROTO_HDR_LEN + 12);
-	f->room_info.nblocks = n;
+	f->room_info.len = n;
 	f->room_info.total = total ? total : n;
-	if (n == 0 || n > lim->max_blocks)
-		BAD(-EBADMSG, "ROOM_INFO with %" PRIu32 " blocks (1..%" PRIu32 " allowed)",
-		    n, lim->max_blocks);
-	if (total && total < n)
-		BAD(-EBADMSG, "ROOM_INFO carries %" PRIu32 " block ids of a list of %" PRIu32,
-		    n, total);
-	if (total > lim->max_blocks)
-		BAD(-EBADMSG, "ROOM_INFO for a list of %" PRIu32 " blocks (1..%" PRIu32 " allowed)",
-		    total, lim->max_blocks);
-	return check_ids(p, len, KVF_PROTO_ROOM_INFO_FIXED, lim, f, detail, dlen);
+	f->room_info.bytes = p + KVF_PROTO_ROOM_INFO_FIXED;
+	if (n == 0 || (total && total < n) || f->room_info.total > max)
+		BAD(-EBADMSG, "ROOM_INFO carries %" PRIu32 " bytes of an info of %" PRIu32
+		    " (1..%" PRIu32 " allowed)", n, f->room_info.total, max);
+	if (len != kvf_proto_room_info_len(n))
+		BAD(-EBADMSG, "ROOM_INFO of %zu bytes, %" PRIu32 " info bytes need %zu (truncated)",
+		    len, n, kvf_proto_room_info_len(n));
+	if (lim->nregions == 0)
+		BAD(-EBADMSG, "ROOM_INFO before the peer's HELLO: no regions to check it against");
+	return 0;
 }
 
 static int decode_room_info_cont(const uint8_t *p, size_t len,
 				 const struct kvf_proto_limits *lim, struct kvf_frame *f,
 				 char *detail, size_t dlen)
 {
-	uint32_t off, n;
+	uint32_t off, n, max = kvf_proto_info_max(lim->max_blocks);
 
 	if (len < KVF_PROTO_ROOM_INFO_CONT_FIXED)
 		BAD(-EBADMSG, "ROOM_INFO_CONT of %zu bytes, shorter than its fixed part (%u)",
@@ -324,13 +412,19 @@ static int decode_room_info_cont(const uint8_t *p, size_t len,
 	off = get32(p + KVF_PROTO_HDR_LEN);
 	n = get32(p + KVF_PROTO_HDR_LEN + 4);
 	f->room_info.offset = off;
-	f->room_info.nblocks = n;
+	f->room_info.len = n;
+	f->room_info.bytes = p + KVF_PROTO_ROOM_INFO_CONT_FIXED;
 	if (off == 0)
-		BAD(-EBADMSG, "ROOM_INFO_CONT at offset 0 (the list starts with a ROOM_INFO)");
-	if (n == 0 || n > lim->max_blocks || off > lim->max_blocks - n)
-		BAD(-EBADMSG, "ROOM_INFO_CONT with %" PRIu32 " blocks at offset %" PRIu32
-		    " (lists of 1..%" PRIu32 " allowed)", n, off, lim->max_blocks);
-	return check_ids(p, len, KVF_PROTO_ROOM_INFO_CONT_FIXED, lim, f, detail, dlen);
+		BAD(-EBADMSG, "ROOM_INFO_CONT at offset 0 (the info starts with a ROOM_INFO)");
+	if (n == 0 || n > max || off > max - n)
+		BAD(-EBADMSG, "ROOM_INFO_CONT with %" PRIu32 " bytes at offset %" PRIu32
+		    " (infos of 1..%" PRIu32 " bytes allowed)", n, off, max);
+	if (len != kvf_proto_room_info_cont_len(n))
+		BAD(-EBADMSG, "ROOM_INFO_CONT of %zu bytes, %" PRIu32 " info bytes need %zu "
+		    "(truncated)", len, n, kvf_proto_room_info_cont_len(n));
+	if (lim->nregions == 0)
+		BAD(-EBADMSG, "ROOM_INFO_CONT before the peer's HELLO: no regions to check it against");
+	return 0;
 }
 
 static int decode_abort(const uint8_t *p, size_t len, struct kvf_frame *f, char *detail,
@@ -418,76 +512,202 @@ uint64_t kvf_proto_frame_room(const void *frame)
 	return get64((const uint8_t *)frame + 16);
 }
 
-uint32_t kvf_proto_block(const struct kvf_frame *f, uint32_t i)
+void kvf_proto_hello_region(const struct kvf_frame *f, uint32_t i, struct kvf_hello_region *out)
 {
-	return get32(f->room_info.blocks + 4u * i);
+	const uint8_t *p = f->hello.body + f->hello.at[i];
+
+	memcpy(out->name, p, KVF_PROTO_REGION_NAME_LEN);
+	out->name[KVF_PROTO_REGION_NAME_LEN - 1] = '\0';
+	out->id = get32(p + 32);
+	out->nitems = get32(p + 36);
+	out->nbufs = get32(p + 40);
 }
 
-void kvf_proto_hello_buf(const struct kvf_frame *f, uint32_t i, struct kvf_hello_buf *out)
+void kvf_proto_hello_buf(const struct kvf_frame *f, uint32_t i, uint32_t b,
+			 struct kvf_hello_buf *out)
 {
-	const uint8_t *p = f->hello.bufs + (size_t)i * KVF_PROTO_HELLO_BUF_LEN;
+	const uint8_t *p = f->hello.body + f->hello.at[i] + KVF_PROTO_HELLO_REGION_LEN +
+			   (size_t)b * KVF_PROTO_HELLO_BUF_LEN;
 
 	out->addr = get64(p);
-	out->block_size = get64(p + 8);
+	out->item_size = get64(p + 8);
 	out->rkey = get32(p + 16);
+}
+
+bool kvf_proto_same_shape(const char *name, const uint64_t *ours, uint32_t nours,
+			  const uint64_t *theirs, uint32_t ntheirs, char *why, size_t wlen)
+{
+	if (nours != ntheirs) {
+		snprintf(why, wlen, "region '%s': nbufs %" PRIu32 " here, %" PRIu32 " at the peer",
+			 name, nours, ntheirs);
+		return false;
+	}
+	for (uint32_t b = 0; b < nours; b++) {
+		if (ours[b] != theirs[b]) {
+			snprintf(why, wlen, "region '%s': buffer %" PRIu32 " item size %" PRIu64
+				 " here, %" PRIu64 " at the peer", name, b, ours[b], theirs[b]);
+			return false;
+		}
+	}
+	return true;
+}
+
+/* ------------------------------------------------------- the info */
+
+static const struct kvf_hello_region *lim_region(const struct kvf_proto_limits *lim, uint32_t id)
+{
+	for (uint32_t i = 0; i < lim->nregions; i++)
+		if (lim->regions[i].id == id)
+			return &lim->regions[i];
+	return NULL;
+}
+
+/* The lists of an info, from p (len bytes left), into pi (room for nids
+ * items, counted by the caller's first pass: pass pi NULL to count). */
+static int info_lists(const uint8_t *p, size_t len, uint32_t nlists,
+		      const struct kvf_proto_limits *lim, struct kvf_peer_info *pi,
+		      uint32_t *nids, char *detail, size_t dlen)
+{
+	uint32_t seen = 0, at = 0;
+
+	for (uint32_t k = 0; k < nlists; k++) {
+		const struct kvf_hello_region *r;
+		uint32_t id, n;
+
+		if (len < KVF_PROTO_INFO_LIST_FIXED)
+			BAD(-EBADMSG, "ROOM_INFO info ends inside list %" PRIu32 "'s header", k);
+		id = get32(p);
+		n = get32(p + 4);
+		p += KVF_PROTO_INFO_LIST_FIXED;
+		len -= KVF_PROTO_INFO_LIST_FIXED;
+		r = lim_region(lim, id);
+		if (!r || (seen >> id & 1u))
+			BAD(-EBADMSG, "ROOM_INFO list %" PRIu32 " names region id %" PRIu32 ", %s", k,
+			    id, r ? "named by an earlier list" : "not in the peer's HELLO");
+		seen |= 1u << id;
+		if (n == 0 || n > lim->max_blocks - at || len / 4u < n)
+			BAD(-EBADMSG, "ROOM_INFO list for region '%s' of %" PRIu32 " items: %s", r->name,
+			    n, !n ? "empty" : len / 4u < n ? "runs past the info" :
+			    "more items than engine.max_blocks_per_room over the lists");
+		for (uint32_t i = 0; i < n; i++) {
+			uint32_t item = get32(p + 4u * i);
+
+			if (item >= r->nitems)
+				BAD(-EBADMSG, "ROOM_INFO list for region '%s': item %" PRIu32 " is %"
+				    PRIu32 ", outside its %" PRIu32, r->name, i, item, r->nitems);
+			if (pi)
+				pi->ids[at + i] = item;
+		}
+		if (pi) {
+			memcpy(pi->lists[k].name, r->name, sizeof(pi->lists[k].name));
+			pi->lists[k].peer_region = id;
+			pi->lists[k].n = n;
+			pi->lists[k].first = at;
+		}
+		at += n;
+		p += (size_t)n * 4u;
+		len -= (size_t)n * 4u;
+	}
+	if (len)
+		BAD(-EBADMSG, "ROOM_INFO info has %zu bytes after its last list", len);
+	*nids = at;
+	return 0;
+}
+
+int kvf_proto_decode_info(const void *buf, size_t len, const struct kvf_proto_limits *lim,
+			  uint64_t room_id, uint64_t recv_handle, struct kvf_peer_info **out,
+			  char *detail, size_t dlen)
+{
+	const uint8_t *p = buf;
+	uint32_t nlists, ulen, nids;
+	struct kvf_peer_info *pi;
+	int rc;
+
+	if (len < KVF_PROTO_INFO_FIXED)
+		BAD(-EBADMSG, "ROOM_INFO info of %zu bytes, shorter than its fixed part (%u)", len,
+		    KVF_PROTO_INFO_FIXED);
+	nlists = get32(p);
+	ulen = get32(p + 4);
+	if (nlists == 0 || nlists > KVF_PROTO_MAX_REGIONS || ulen > KVF_PROTO_USER_MAX ||
+	    pad4(ulen) > len - KVF_PROTO_INFO_FIXED)
+		BAD(-EBADMSG, "ROOM_INFO info with %" PRIu32 " lists (1..%u) and %" PRIu32
+		    " bytes of user data (0..%u) in %zu bytes", nlists, KVF_PROTO_MAX_REGIONS, ulen,
+		    KVF_PROTO_USER_MAX, len);
+	for (uint32_t i = ulen; i < pad4(ulen); i++)
+		if (p[KVF_PROTO_INFO_FIXED + i])
+			BAD(-EBADMSG, "ROOM_INFO user data padding byte %" PRIu32 " is not 0", i);
+	p += KVF_PROTO_INFO_FIXED + pad4(ulen);
+	len -= KVF_PROTO_INFO_FIXED + pad4(ulen);
+	rc = info_lists(p, len, nlists, lim, NULL, &nids, detail, dlen);
+	if (rc)
+		return rc;
+	pi = calloc(1, sizeof(*pi) + (size_t)nids * sizeof(pi->ids[0]));
+	if (!pi)
+		BAD(-ENOMEM, "no memory for a ROOM_INFO of %" PRIu32 " items", nids);
+	pi->room_id = room_id;
+	pi->recv_handle = recv_handle;
+	pi->nlists = nlists;
+	pi->nids = nids;
+	pi->user_len = ulen;
+	memcpy(pi->user, (const uint8_t *)buf + KVF_PROTO_INFO_FIXED, ulen);
+	info_lists(p, len, nlists, lim, pi, &nids, detail, dlen);
+	*out = pi;
+	return 0;
 }
 
 /* ---------------------------------------------- ROOM_INFO reassembly */
 
 void kvf_proto_reasm_clear(struct kvf_room_reasm *ra)
 {
-	free(ra->pi);
-	ra->pi = NULL;
+	free(ra->buf);
+	ra->buf = NULL;
 	ra->have = 0;
 	ra->cap = 0;
+	ra->total = 0;
 }
 
-/* Room for n more ids: at least doubling (so a long list costs few
- * reallocs), never past the list's total. */
+/* Room for n more bytes: at least doubling (so a long info costs few
+ * reallocs), never past the info's total. */
 static int reasm_grow(struct kvf_room_reasm *ra, uint32_t n)
 {
-	uint32_t total = ra->pi->nblocks, need = ra->have + n, cap = ra->cap;
-	struct kvf_peer_info *pi;
+	uint32_t need = ra->have + n, cap = ra->cap;
+	uint8_t *b;
 
 	if (need <= cap)
 		return 0;
-	cap = cap > total / 2 ? total : cap * 2;
+	cap = cap > ra->total / 2 ? ra->total : cap * 2;
 	if (cap < need)
 		cap = need;
-	pi = realloc(ra->pi, sizeof(*pi) + (size_t)cap * sizeof(pi->blocks[0]));
-	if (!pi)
+	b = realloc(ra->buf, cap);
+	if (!b)
 		return -ENOMEM;
-	ra->pi = pi;
+	ra->buf = b;
 	ra->cap = cap;
 	return 0;
 }
 
-static void copy_ids(struct kvf_room_reasm *ra, const struct kvf_frame *f)
+/* Whole: decode the info, and the sequence is over either way. */
+static int reasm_done(struct kvf_room_reasm *ra, const struct kvf_proto_limits *lim,
+		      struct kvf_peer_info **done, char *detail, size_t dlen)
 {
-	for (uint32_t i = 0; i < f->room_info.nblocks; i++)
-		ra->pi->blocks[ra->have + i] = kvf_proto_block(f, i);
-	ra->have += f->room_info.nblocks;
-}
+	int rc;
 
-static int reasm_done(struct kvf_room_reasm *ra, struct kvf_peer_info **done)
-{
-	if (ra->have < ra->pi->nblocks)
+	if (ra->have < ra->total)
 		return 0;
-	*done = ra->pi;
-	ra->pi = NULL;
-	ra->have = 0;
-	ra->cap = 0;
-	return 1;
+	rc = kvf_proto_decode_info(ra->buf, ra->total, lim, ra->room_id, ra->recv_handle, done,
+				   detail, dlen);
+	kvf_proto_reasm_clear(ra);
+	return rc ? rc : 1;
 }
 
 static void drop_pending(struct kvf_room_reasm *ra, struct kvf_reasm_drop *drop,
 			 const struct kvf_frame *f)
 {
 	drop->set = true;
-	drop->room_id = ra->pi->room_id;
+	drop->room_id = ra->room_id;
 	snprintf(drop->why, sizeof(drop->why), "ROOM_INFO sequence cut short: %" PRIu32
-		 " of %" PRIu32 " block ids received when a %s for room %#" PRIx64 " came",
-		 ra->have, ra->pi->nblocks, kvf_frame_type_str(f->type), f->room_id);
+		 " of %" PRIu32 " info bytes received when a %s for room %#" PRIx64 " came",
+		 ra->have, ra->total, kvf_frame_type_str(f->type), f->room_id);
 	kvf_proto_reasm_clear(ra);
 }
 
@@ -497,93 +717,92 @@ bool kvf_proto_reasm_expire(struct kvf_room_reasm *ra, uint64_t now_ns,
 	uint64_t age = now_ns > ra->started_ns ? now_ns - ra->started_ns : 0;
 
 	drop->set = false;
-	if (!ra->pi || age <= KVF_PROTO_REASM_MAX_NS)
+	if (!ra->buf || age <= KVF_PROTO_REASM_MAX_NS)
 		return false;
 	drop->set = true;
-	drop->room_id = ra->pi->room_id;
+	drop->room_id = ra->room_id;
 	ra->expired++;
 	snprintf(drop->why, sizeof(drop->why), "ROOM_INFO sequence not whole after %" PRIu64
-		 " ms: %" PRIu32 " of %" PRIu32 " block ids received (%" PRIu64
+		 " ms: %" PRIu32 " of %" PRIu32 " info bytes received (%" PRIu64
 		 " sequences dropped for age on this connection)", age / 1000000, ra->have,
-		 ra->pi->nblocks, ra->expired);
+		 ra->total, ra->expired);
 	kvf_proto_reasm_clear(ra);
 	return true;
 }
 
-static int reasm_start(struct kvf_room_reasm *ra, const struct kvf_frame *f, uint64_t now_ns,
+static int reasm_start(struct kvf_room_reasm *ra, const struct kvf_frame *f,
+		       const struct kvf_proto_limits *lim, uint64_t now_ns,
 		       struct kvf_peer_info **done, struct kvf_reasm_drop *drop,
 		       char *detail, size_t dlen)
 {
-	const struct kvf_peer_info *pi = ra->pi;
-	uint32_t n = f->room_info.nblocks;
+	uint32_t n = f->room_info.len;
 
-	if (pi && pi->room_id == f->room_id) {
-		uint32_t have = ra->have, total = pi->nblocks;
+	if (ra->buf && ra->room_id == f->room_id) {
+		uint32_t have = ra->have, total = ra->total;
 
 		kvf_proto_reasm_clear(ra);
 		BAD(-EBADMSG, "a second ROOM_INFO for the room with %" PRIu32 " of its %" PRIu32
-		    " block ids received", have, total);
+		    " info bytes received", have, total);
 	}
-	if (pi)
+	if (ra->buf)
 		drop_pending(ra, drop, f);
-	/* This frame's ids only: the declared total is the peer's word. */
-	ra->pi = malloc(sizeof(*ra->pi) + (size_t)n * sizeof(ra->pi->blocks[0]));
-	if (!ra->pi)
-		BAD(-ENOMEM, "no memory for a ROOM_INFO of %" PRIu32 " blocks", n);
-	ra->pi->room_id = f->room_id;
-	ra->pi->recv_handle = f->room_info.recv_handle;
-	ra->pi->peer = 0;
-	ra->pi->nblocks = f->room_info.total;
-	ra->have = 0;
+	/* This frame's bytes only: the declared total is the peer's word. */
+	ra->buf = malloc(n);
+	if (!ra->buf)
+		BAD(-ENOMEM, "no memory for a ROOM_INFO of %" PRIu32 " bytes", n);
+	ra->room_id = f->room_id;
+	ra->recv_handle = f->room_info.recv_handle;
+	ra->total = f->room_info.total;
+	ra->have = n;
 	ra->cap = n;
 	ra->started_ns = now_ns;
-	copy_ids(ra, f);
-	return reasm_done(ra, done);
+	memcpy(ra->buf, f->room_info.bytes, n);
+	return reasm_done(ra, lim, done, detail, dlen);
 }
 
-int kvf_proto_reasm_feed(struct kvf_room_reasm *ra, const struct kvf_frame *f, uint64_t now_ns,
+int kvf_proto_reasm_feed(struct kvf_room_reasm *ra, const struct kvf_frame *f,
+			 const struct kvf_proto_limits *lim, uint64_t now_ns,
 			 struct kvf_peer_info **done, struct kvf_reasm_drop *drop,
 			 char *detail, size_t dlen)
 {
-	const struct kvf_peer_info *pi;
-	uint32_t off = f->room_info.offset, n = f->room_info.nblocks;
+	uint32_t off = f->room_info.offset, n = f->room_info.len;
 
 	*done = NULL;
 	/* An expired sequence is gone before the frame is taken: reasm_start
 	 * then finds none to cut short, drop reports the expired one. */
 	kvf_proto_reasm_expire(ra, now_ns, drop);
 	if (f->type == KVF_FR_ROOM_INFO)
-		return reasm_start(ra, f, now_ns, done, drop, detail, dlen);
+		return reasm_start(ra, f, lim, now_ns, done, drop, detail, dlen);
 	if (f->type != KVF_FR_ROOM_INFO_CONT)
 		BAD(-EINVAL, "%s is not part of a ROOM_INFO", kvf_frame_type_str(f->type));
-	pi = ra->pi;
-	if (!pi)
+	if (!ra->buf)
 		BAD(-EBADMSG, "ROOM_INFO_CONT at offset %" PRIu32 " with no ROOM_INFO before it%s",
 		    off, drop->set ? " (the one in progress was too old)" : "");
-	if (pi->room_id != f->room_id) {
+	if (ra->room_id != f->room_id) {
 		drop_pending(ra, drop, f);
 		BAD(-EBADMSG, "ROOM_INFO_CONT at offset %" PRIu32 " while room %#" PRIx64
 		    "'s ROOM_INFO was in progress", off, drop->room_id);
 	}
-	if (off != ra->have || n > pi->nblocks - ra->have) {
-		uint32_t have = ra->have, total = pi->nblocks;
+	if (off != ra->have || n > ra->total - ra->have) {
+		uint32_t have = ra->have, total = ra->total;
 
 		kvf_proto_reasm_clear(ra);
 		if (off != have)
 			BAD(-EBADMSG, "ROOM_INFO_CONT at offset %" PRIu32 ", expected %" PRIu32
-			    " (of %" PRIu32 " block ids)", off, have, total);
-		BAD(-EBADMSG, "ROOM_INFO_CONT of %" PRIu32 " block ids at offset %" PRIu32
-		    " runs past the list's %" PRIu32, n, off, total);
+			    " (of %" PRIu32 " info bytes)", off, have, total);
+		BAD(-EBADMSG, "ROOM_INFO_CONT of %" PRIu32 " bytes at offset %" PRIu32
+		    " runs past the info's %" PRIu32, n, off, total);
 	}
 	if (reasm_grow(ra, n)) {
-		uint32_t total = pi->nblocks;
+		uint32_t total = ra->total;
 
 		kvf_proto_reasm_clear(ra);
-		BAD(-ENOMEM, "no memory for %" PRIu32 " more of a ROOM_INFO's %" PRIu32 " blocks",
+		BAD(-ENOMEM, "no memory for %" PRIu32 " more of a ROOM_INFO's %" PRIu32 " bytes",
 		    n, total);
 	}
-	copy_ids(ra, f);
-	return reasm_done(ra, done);
+	memcpy(ra->buf + ra->have, f->room_info.bytes, n);
+	ra->have += n;
+	return reasm_done(ra, lim, done, detail, dlen);
 }
 
 const char *kvf_frame_type_str(unsigned type)

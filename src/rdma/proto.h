@@ -12,27 +12,33 @@
  *     8     4  length  whole frame, header included
  *    12     4  reserved, 0
  *    16     8  room id (0 for HELLO and HEARTBEAT)
- * Bodies:
- *   HELLO      engine_id[32], nbufs u32, nblocks u32,
- *              nbufs x { addr u64, block_size u64, rkey u32, reserved u32 }
- *   ROOM_INFO  recv_handle u64, nblocks u32, total u32, nblocks x u32
- *   ROOM_INFO_CONT  offset u32, nblocks u32, nblocks x u32
+ * Bodies (docs/wire.md has every offset):
+ *   HELLO      engine_id[32], nregions u32, nbufs u32 (over every region),
+ *              nregions x { name[32], id u32, nitems u32, nbufs u32,
+ *                           reserved u32,
+ *                           nbufs x { addr u64, item_size u64, rkey u32,
+ *                                     reserved u32 } }
+ *   ROOM_INFO  recv_handle u64, len u32, total u32, len bytes of the info
+ *   ROOM_INFO_CONT  offset u32, len u32, len bytes of the info
  *   ABORT      to_role u8, reserved u8, reason u16, reserved u32
  *   ABORT_ACK, HEARTBEAT: none
+ * The info (a room's ROOM_INFO body once whole):
+ *   nlists u32, user_len u32, user[user_len], zero to a multiple of 4,
+ *   nlists x { region u32 (an id of the receiver's HELLO), n u32, n x u32 }
  * Decoding checks every length before reading it, and that every reserved
  * field (and the room id of HELLO and HEARTBEAT) is 0.
  *
- * A room's block list longer than one frame (the peer's receive buffers, at
- * most 64 KiB: ~16K ids) is a sequence: a ROOM_INFO with the total count
- * and the first nblocks ids, then ROOM_INFO_CONT frames with the next ids
- * at offset (= ids sent so far), until total. total 0 in a ROOM_INFO means
- * "nblocks: the whole list" (a list that fits one frame). The sender posts a
- * sequence whole and contiguous on ONE queue pair, nothing of any other room
- * between its frames; RC delivers it in order. The receiver keeps one
- * sequence in progress per connection (kvf_room_reasm): a ROOM_INFO or
- * ROOM_INFO_CONT that does not continue it fails the rooms involved (other
- * frame types in between are taken as usual), and so does a sequence not
- * whole within KVF_PROTO_REASM_MAX_NS. */
+ * A room's info longer than one frame (the peer's receive buffers, at most
+ * 64 KiB) is a sequence: a ROOM_INFO with the total byte count and the
+ * first len bytes, then ROOM_INFO_CONT frames with the next bytes at offset
+ * (= bytes sent so far), until total. total 0 in a ROOM_INFO means "len: the
+ * whole info" (an info that fits one frame). The sender posts a sequence
+ * whole and contiguous on ONE queue pair, nothing of any other room between
+ * its frames; RC delivers it in order. The receiver keeps one sequence in
+ * progress per connection (kvf_room_reasm): a ROOM_INFO or ROOM_INFO_CONT
+ * that does not continue it fails the rooms involved (other frame types in
+ * between are taken as usual), and so does a sequence not whole within
+ * KVF_PROTO_REASM_MAX_NS. The info is decoded, strictly, once whole. */
 #ifndef KVF_PROTO_H
 #define KVF_PROTO_H
 
@@ -42,13 +48,20 @@
 
 #define KVF_PROTO_MAGIC 0x5246564bu /* bytes 'K' 'V' 'F' 'R' */
 /* 2: ROOM_INFO's reserved field is its list's total, ROOM_INFO_CONT. A
- * version-1 peer would take a split list's first frame for the whole list:
- * the versions refuse each other at connect. */
-#define KVF_PROTO_VERSION 2u
+ * version-1 peer would take a split list's first frame for the whole list.
+ * 3: HELLO carries regions, ROOM_INFO an info of several lists and user
+ * data. The versions refuse each other at connect. */
+#define KVF_PROTO_VERSION 3u
 #define KVF_PROTO_HDR_LEN 24u
 #define KVF_PROTO_ENGINE_ID_LEN 32u
 #define KVF_PROTO_HELLO_FIXED (KVF_PROTO_HDR_LEN + KVF_PROTO_ENGINE_ID_LEN + 8u)
 #define KVF_PROTO_HELLO_BUF_LEN 24u
+#define KVF_PROTO_HELLO_REGION_LEN 48u
+#define KVF_PROTO_REGION_NAME_LEN 32u /* bytes on the wire, NUL-padded; 31 used */
+#define KVF_PROTO_MAX_REGIONS 16u     /* = KVF_MAX_REGIONS */
+#define KVF_PROTO_INFO_FIXED 8u       /* nlists, user_len */
+#define KVF_PROTO_INFO_LIST_FIXED 8u  /* region, n */
+#define KVF_PROTO_USER_MAX 256u       /* = KVF_USER_DATA_MAX */
 #define KVF_PROTO_ROOM_INFO_FIXED (KVF_PROTO_HDR_LEN + 16u)
 #define KVF_PROTO_ROOM_INFO_CONT_FIXED (KVF_PROTO_HDR_LEN + 8u)
 #define KVF_PROTO_ABORT_LEN (KVF_PROTO_HDR_LEN + 8u)
@@ -63,11 +76,21 @@ enum kvf_frame_type {
 	KVF_FR_NUM
 };
 
-/* One buffer of the sender's view of a peer pool. */
+struct kvf_peer_info;
+
+/* One buffer of a region in HELLO. */
 struct kvf_hello_buf {
 	uint64_t addr;
-	uint64_t block_size;
+	uint64_t item_size;
 	uint32_t rkey;
+};
+
+/* One region in HELLO (its buffers follow it). */
+struct kvf_hello_region {
+	char name[KVF_PROTO_REGION_NAME_LEN]; /* NUL-terminated, 1..31 bytes */
+	uint32_t id;                          /* < KVF_PROTO_MAX_REGIONS */
+	uint32_t nitems;
+	uint32_t nbufs;
 };
 
 /* A decoded frame. Pointers point into the received buffer. */
@@ -77,17 +100,18 @@ struct kvf_frame {
 	union {
 		struct {
 			char engine_id[KVF_PROTO_ENGINE_ID_LEN + 1];
-			uint32_t nbufs;
-			uint32_t nblocks;
-			const uint8_t *bufs; /* kvf_proto_hello_buf() reads one */
+			uint32_t nregions;
+			uint32_t nbufs;        /* over every region */
+			const uint8_t *body;   /* the region list */
+			uint32_t at[KVF_PROTO_MAX_REGIONS]; /* region i's offset in body */
 		} hello;
 		struct { /* ROOM_INFO and ROOM_INFO_CONT */
 			uint64_t recv_handle;  /* ROOM_INFO only */
-			uint32_t total;        /* ROOM_INFO: ids in the whole list
-			                          (nblocks when not split); CONT: 0 */
-			uint32_t offset;       /* CONT: index of its first id; ROOM_INFO: 0 */
-			uint32_t nblocks;      /* ids in this frame */
-			const uint8_t *blocks; /* kvf_proto_block() reads one */
+			uint32_t total;        /* ROOM_INFO: info bytes in all (len when
+			                          not split); CONT: 0 */
+			uint32_t offset;       /* CONT: where its bytes go; ROOM_INFO: 0 */
+			uint32_t len;          /* info bytes in this frame */
+			const uint8_t *bytes;
 		} room_info;
 		struct {
 			uint8_t to_role;
@@ -98,36 +122,68 @@ struct kvf_frame {
 
 /* What the decoder checks against. */
 struct kvf_proto_limits {
-	uint32_t max_blocks; /* ROOM_INFO list length limit (a whole list) */
+	uint32_t max_blocks; /* items over a ROOM_INFO's lists */
 	uint32_t max_bufs;   /* HELLO buffer count limit */
-	uint32_t nblocks;    /* ROOM_INFO block ids must be < this; 0 = no peer
-	                        pool known: every ROOM_INFO is rejected */
+	const struct kvf_hello_region *regions; /* the peer's HELLO; a ROOM_INFO's
+	                                           lists name them */
+	uint32_t nregions;   /* 0 = no HELLO yet: every ROOM_INFO is rejected */
 };
 
+/* Whether our region and the peer's of the same name have one shape (what
+ * HELLO matching checks, docs/wire.md 5.3): the same number of buffers and
+ * the same item size per buffer; nitems may differ. false with why naming
+ * the region and the field ("region 'kv': buffer 3 item size 4096 here,
+ * 8192 at the peer"). */
+bool kvf_proto_same_shape(const char *name, const uint64_t *ours, uint32_t nours,
+			  const uint64_t *theirs, uint32_t ntheirs, char *why, size_t wlen);
+
+/* An info's bytes at most for a room of max_blocks items over its lists. */
+uint32_t kvf_proto_info_max(uint32_t max_blocks);
+
+/* One list of an info to encode. */
+struct kvf_proto_list {
+	uint32_t region;
+	uint32_t n;
+	const uint32_t *items;
+};
+/* The info's length for these lists and user data. */
+size_t kvf_proto_info_len(const struct kvf_proto_list *lists, uint32_t nlists, uint32_t user_len);
+/* Encode an info into buf (cap bytes). Returns its length, -EMSGSIZE, -EINVAL. */
+int kvf_proto_encode_info(void *buf, size_t cap, const struct kvf_proto_list *lists,
+			  uint32_t nlists, const void *user, uint32_t user_len);
+/*
+ * Decode a whole info of len bytes for room_id into a malloc'd peer info
+ * (lists named after lim's regions, peer 0): *out, 0. Or -EBADMSG with
+ * detail: a length that does not add up, no list or more than
+ * KVF_PROTO_MAX_REGIONS, user data over KVF_PROTO_USER_MAX or padding not 0,
+ * a region not in the peer's HELLO or named twice, an empty list, more
+ * items than lim->max_blocks, an item outside its region. -ENOMEM.
+ */
+int kvf_proto_decode_info(const void *buf, size_t len, const struct kvf_proto_limits *lim,
+			  uint64_t room_id, uint64_t recv_handle, struct kvf_peer_info **out,
+			  char *detail, size_t dlen);
+
 /* Frame sizes. */
-size_t kvf_proto_hello_len(uint32_t nbufs);
-size_t kvf_proto_room_info_len(uint32_t nblocks);
-size_t kvf_proto_room_info_cont_len(uint32_t nblocks);
-/* Frames a list of total ids takes when every frame is at most frame_max
- * bytes (0 when frame_max cannot carry one id). */
+size_t kvf_proto_hello_len(uint32_t nregions, uint32_t nbufs);
+size_t kvf_proto_room_info_len(uint32_t len);
+size_t kvf_proto_room_info_cont_len(uint32_t len);
+/* Frames an info of total bytes takes when every frame is at most
+ * frame_max bytes (0 when frame_max cannot carry one id's 4 bytes). */
 uint32_t kvf_proto_room_info_frames(uint32_t total, size_t frame_max);
 
 /* Encoders write into buf (cap bytes) and return the frame length, or
  * -EMSGSIZE when it does not fit, -EINVAL on a bad argument. */
+/* bufs: every region's buffers, region after region (regs[i].nbufs each). */
 int kvf_proto_encode_hello(void *buf, size_t cap, const char *engine_id,
-			   uint32_t nblocks, const struct kvf_hello_buf *bufs,
-			   uint32_t nbufs);
-/* A whole list in one frame (total = n). */
-int kvf_proto_encode_room_info(void *buf, size_t cap, uint64_t room_id,
-			       uint64_t recv_handle, const uint32_t *blocks,
-			       uint32_t n);
-/* The frame of a list of total ids (blocks[0..total)) that starts at id
- * offset: a ROOM_INFO when offset is 0, else a ROOM_INFO_CONT; as many ids
- * as fit cap, up to the end. *n gets how many it carries; the next frame
- * starts at offset + *n. -EMSGSIZE when not one id fits, -EINVAL when
- * offset >= total. */
+			   const struct kvf_hello_region *regs, uint32_t nregions,
+			   const struct kvf_hello_buf *bufs);
+/* The frame of an info of total bytes that starts at byte offset: a
+ * ROOM_INFO when offset is 0, else a ROOM_INFO_CONT; as many bytes as fit
+ * cap, up to the end. *n gets how many it carries; the next frame starts
+ * at offset + *n. -EMSGSIZE when not 4 bytes fit, -EINVAL when offset >=
+ * total. */
 int kvf_proto_encode_room_info_part(void *buf, size_t cap, uint64_t room_id,
-				    uint64_t recv_handle, const uint32_t *blocks,
+				    uint64_t recv_handle, const uint8_t *info,
 				    uint32_t total, uint32_t offset, uint32_t *n);
 int kvf_proto_encode_abort(void *buf, size_t cap, uint64_t room_id,
 			   uint8_t to_role, uint16_t reason);
@@ -137,8 +193,7 @@ int kvf_proto_encode_heartbeat(void *buf, size_t cap);
 /*
  * Decode and validate one received frame of len bytes. Returns 0 and *f, or
  *   -EBADMSG  short, bad magic, length mismatch, a count over a limit,
- *             truncated body, a block id outside the peer pool, a reserved
- *             field not 0
+ *             truncated body, a bad region list, a reserved field not 0
  *   -EPROTO   another protocol version, an unknown type
  * and writes a one-line reason into detail. *names_room (may be NULL) is set
  * when the header was sound and the type names a room: f->room_id is then
@@ -149,8 +204,6 @@ int kvf_proto_decode(const void *buf, size_t len, const struct kvf_proto_limits 
 
 /* ----------------------------------------- ROOM_INFO reassembly (receiver) */
 
-struct kvf_peer_info;
-
 /* A sequence not whole this long after its ROOM_INFO is dropped (its room
  * fails): a sender posts a sequence back to back, so only a broken or
  * hostile peer leaves one hanging. Generous: 16M ids (the configured
@@ -158,13 +211,17 @@ struct kvf_peer_info;
 #define KVF_PROTO_REASM_MAX_NS (30ull * 1000000000ull)
 
 /* One connection's ROOM_INFO sequence in progress. Zero = none. Memory
- * follows the ids received, not the total a ROOM_INFO declares: a 44-byte
- * frame announcing 16M ids holds one id, and the list grows (at most
- * doubling) as ROOM_INFO_CONT frames bring more. */
+ * follows the bytes received, not the total a ROOM_INFO declares: a frame
+ * announcing a huge info holds its own bytes, and the buffer grows (at most
+ * doubling) as ROOM_INFO_CONT frames bring more; the total itself is
+ * bounded by kvf_proto_info_max. */
 struct kvf_room_reasm {
-	struct kvf_peer_info *pi; /* the list being filled (nblocks = its total), or NULL */
-	uint32_t have;            /* ids received so far */
-	uint32_t cap;             /* ids pi has room for (have <= cap <= total) */
+	uint8_t *buf;             /* the info being filled, or NULL */
+	uint64_t room_id;
+	uint64_t recv_handle;
+	uint32_t total;           /* its bytes in all */
+	uint32_t have;            /* bytes received so far */
+	uint32_t cap;             /* bytes buf has room for (have <= cap <= total) */
 	uint64_t started_ns;      /* when its ROOM_INFO came (the caller's clock) */
 	uint64_t expired;         /* sequences dropped for age on this connection */
 };
@@ -178,22 +235,25 @@ struct kvf_reasm_drop {
 
 /*
  * Feed a decoded ROOM_INFO or ROOM_INFO_CONT (kvf_proto_decode checked its
- * own lengths, ids and limits; this checks the sequence) received at now_ns
- * (any monotonic clock, the same for every call on ra). Returns
- *   1        the list is whole: *done gets it (malloc'd, the caller owns it;
- *            room_id, recv_handle, nblocks and blocks set, peer 0)
+ * own lengths and limits; this checks the sequence, and the info once
+ * whole against lim) received at now_ns (any monotonic clock, the same for
+ * every call on ra). Returns
+ *   1        the info is whole and sound: *done gets it (malloc'd, the
+ *            caller owns it; peer 0)
  *   0        more frames to come
- *   -EBADMSG the frame breaks the sequence: f->room_id fails (detail says
- *            why) and whatever was buffered for it is freed
- *   -ENOMEM  f->room_id fails: no memory for its list
+ *   -EBADMSG the frame breaks the sequence, or the whole info is malformed:
+ *            f->room_id fails (detail says why) and whatever was buffered
+ *            for it is freed
+ *   -ENOMEM  f->room_id fails: no memory for its info
  * In every case drop->set says that a sequence of ANOTHER room was in
  * progress and is now abandoned and freed (cut short, or older than
  * KVF_PROTO_REASM_MAX_NS): that room fails too (drop->why).
  * A ROOM_INFO while one is in progress abandons it (or, for the same room,
  * fails that room); a CONT must name the room in progress and continue at
- * exactly the ids received so far, not past its total.
+ * exactly the bytes received so far, not past its total.
  */
-int kvf_proto_reasm_feed(struct kvf_room_reasm *ra, const struct kvf_frame *f, uint64_t now_ns,
+int kvf_proto_reasm_feed(struct kvf_room_reasm *ra, const struct kvf_frame *f,
+			 const struct kvf_proto_limits *lim, uint64_t now_ns,
 			 struct kvf_peer_info **done, struct kvf_reasm_drop *drop,
 			 char *detail, size_t dlen);
 /* Drop the sequence in progress if it is older than KVF_PROTO_REASM_MAX_NS
@@ -208,9 +268,10 @@ void kvf_proto_reasm_clear(struct kvf_room_reasm *ra);
 /* The room id in an encoded frame's header (0 for HELLO and HEARTBEAT). */
 uint64_t kvf_proto_frame_room(const void *frame);
 
-/* Read element i of a validated frame. */
-uint32_t kvf_proto_block(const struct kvf_frame *f, uint32_t i);
-void kvf_proto_hello_buf(const struct kvf_frame *f, uint32_t i, struct kvf_hello_buf *out);
+/* Read region i of a validated HELLO, and its buffer b. */
+void kvf_proto_hello_region(const struct kvf_frame *f, uint32_t i, struct kvf_hello_region *out);
+void kvf_proto_hello_buf(const struct kvf_frame *f, uint32_t i, uint32_t b,
+			 struct kvf_hello_buf *out);
 
 const char *kvf_frame_type_str(unsigned type);
 

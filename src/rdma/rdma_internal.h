@@ -29,7 +29,8 @@ struct kvf_pool;
 
 #define KVF_MAX_CONNS 1024u
 #define KVF_SCHED_PEER_BUCKETS 64u /* peer address -> group lead (sched.c) */
-#define KVF_HELLO_MAX_BUFS 1024u /* pool buffers at most: frames are sized to carry them */
+#define KVF_HELLO_MAX_BUFS 1024u /* region buffers at most, over every region: frames
+                                    are sized to carry them (= KVF_REGION_MAX_BUFS) */
 
 struct kvf_rdma {
 	struct kvf_config cfg;
@@ -79,7 +80,9 @@ struct kvf_rdma {
 	_Atomic(struct kvf_conn *) dead;
 
 	/* Scheduler-thread only. */
-	struct kvf_pool *pool;
+	struct kvf_pool *regions[KVF_MAX_REGIONS]; /* by region id, NULL = free */
+	uint32_t nregions;
+	uint64_t region_seq;          /* registrations so far: a region's seq */
 	uint64_t last_scan_ns;
 	uint64_t last_hb_walk_ns;
 	struct kvf_sched_conns {

@@ -265,8 +265,9 @@ static void build_buffer(struct kvf_sendq *sq, const struct kvf_sq_buf *lb,
 }
 
 /* Every signal_every-th WR from first on is signaled, and the last one,
- * which also carries the immediate. Returns how many are signaled. */
-static int mark_signals(struct kvf_sendq *sq, size_t first, uint32_t imm)
+ * which also carries the immediate when there is one. Returns how many are
+ * signaled. */
+static int mark_signals(struct kvf_sendq *sq, size_t first, const uint32_t *imm)
 {
 	int sig = 0;
 
@@ -277,34 +278,38 @@ static int mark_signals(struct kvf_sendq *sq, size_t first, uint32_t imm)
 			sq->pend[k].flags |= KVF_WD_SIGNALED;
 			sig++;
 		}
-		if (last) {
+		if (last && imm) {
 			sq->pend[k].flags |= KVF_WD_IMM;
-			sq->pend[k].imm = imm;
+			sq->pend[k].imm = *imm;
 		}
 	}
 	return sig;
 }
 
-int kvf_sendq_add_room(struct kvf_sendq *sq, const struct kvf_sq_buf *local,
-		       const struct kvf_sq_buf *remote, uint32_t nbufs, uint64_t wr_id,
-		       uint32_t imm, const uint32_t *src, const uint32_t *dst, uint32_t n)
+int kvf_sendq_add_parts(struct kvf_sendq *sq, const struct kvf_sq_part *parts, uint32_t nparts,
+			uint64_t wr_id, const uint32_t *imm, const struct kvf_sq_buf *imm_to)
 {
-	/* At most one WR per block per buffer, and one when n is 0. */
-	size_t first, most = (size_t)nbufs * n + 1;
-	int rc = pend_reserve(sq, most);
+	/* At most one WR per item per buffer, and one for the immediate. */
+	size_t first, most = 1;
+	int rc;
 
+	for (uint32_t i = 0; i < nparts; i++)
+		most += (size_t)parts[i].nbufs * parts[i].n;
+	rc = pend_reserve(sq, most);
 	if (rc)
 		return rc;
 	first = sq->pend_tail;
-	for (uint32_t b = 0; b < nbufs && n; b++)
-		build_buffer(sq, &local[b], &remote[b], wr_id, src, dst, n);
-	if (!n) { /* nothing to copy: the immediate alone says "done" */
+	for (uint32_t i = 0; i < nparts; i++)
+		for (uint32_t b = 0; b < parts[i].nbufs && parts[i].n; b++)
+			build_buffer(sq, &parts[i].local[b], &parts[i].remote[b], wr_id, parts[i].src,
+				     parts[i].dst, parts[i].n);
+	if (imm && sq->pend_tail == first) { /* nothing to copy: the immediate alone says "done" */
 		struct kvf_wdesc *d = &sq->pend[sq->pend_tail++];
 
 		memset(d, 0, sizeof(*d));
 		d->wr_id = wr_id;
-		d->rkey = remote[0].key;
-		d->raddr = remote[0].addr;
+		d->rkey = imm_to->key;
+		d->raddr = imm_to->addr;
 	}
 	return mark_signals(sq, first, imm);
 }

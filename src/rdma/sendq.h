@@ -102,19 +102,41 @@ int kvf_sendq_init(struct kvf_sendq *sq, uint32_t id, uint32_t depth, uint32_t m
 		   uint32_t signal_every, kvf_sq_post_fn post, void *post_ctx);
 void kvf_sendq_fini(struct kvf_sendq *sq);
 
-/* Queue a room's writes: src[i] -> dst[i] in every one of the nbufs
- * buffers (local[b] and remote[b], same block size, checked by the
- * caller). Blocks contiguous on the remote side become one WRITE (up to
- * KVF_SQ_MAX_WR_BYTES); within it, local blocks that are not contiguous
- * become further SGEs (up to max_sge). Every signal_every-th WR of the room
- * is signaled, and its last one always: a WRITE_WITH_IMM carrying imm
- * (n == 0: that one write alone, zero bytes, no SGE). Every WR has wr_id.
- * Nothing is posted here. Returns the number of signaled WRs queued (> 0),
- * -ENOBUFS (its WRs would pass pend_max: nothing of it is queued, the
- * room fails, the queue goes on) or -ENOMEM. */
-int kvf_sendq_add_room(struct kvf_sendq *sq, const struct kvf_sq_buf *local,
-		       const struct kvf_sq_buf *remote, uint32_t nbufs, uint64_t wr_id,
-		       uint32_t imm, const uint32_t *src, const uint32_t *dst, uint32_t n);
+/* One region's writes: src[i] -> dst[i] in every one of its nbufs buffers
+ * (local[b] and remote[b], same item size, checked by the caller). */
+struct kvf_sq_part {
+	const struct kvf_sq_buf *local;
+	const struct kvf_sq_buf *remote;
+	uint32_t nbufs;
+	uint32_t n;
+	const uint32_t *src;
+	const uint32_t *dst;
+};
+
+/* Queue one chunk of a room: its parts' writes, in order. Items contiguous
+ * on the remote side become one WRITE (up to KVF_SQ_MAX_WR_BYTES); within
+ * it, local items that are not contiguous become further SGEs (up to
+ * max_sge). Every signal_every-th WR of the chunk is signaled, and its last
+ * one always; with imm that last one is a WRITE_WITH_IMM carrying *imm (a
+ * chunk with nothing to copy: that one write alone, zero bytes, no SGE, at
+ * imm_to). Every WR has wr_id. Nothing is posted here. Returns the number
+ * of signaled WRs queued (>= 0; > 0 with imm), -ENOBUFS (its WRs would pass
+ * pend_max: nothing of it is queued, the room fails, the queue goes on) or
+ * -ENOMEM. */
+int kvf_sendq_add_parts(struct kvf_sendq *sq, const struct kvf_sq_part *parts, uint32_t nparts,
+			uint64_t wr_id, const uint32_t *imm, const struct kvf_sq_buf *imm_to);
+
+/* A whole room in one part, ending with imm (what tests/unit/test_sendq.c
+ * builds its cases from). */
+static inline int kvf_sendq_add_room(struct kvf_sendq *sq, const struct kvf_sq_buf *local,
+				     const struct kvf_sq_buf *remote, uint32_t nbufs,
+				     uint64_t wr_id, uint32_t imm, const uint32_t *src,
+				     const uint32_t *dst, uint32_t n)
+{
+	struct kvf_sq_part p = { local, remote, nbufs, n, src, dst };
+
+	return kvf_sendq_add_parts(sq, &p, n ? 1 : 0, wr_id, &imm, remote);
+}
 
 /* Post the waiting writes while credits last, in whole segments. Returns 0
  * (also when the next segment does not fit yet), or the post function's

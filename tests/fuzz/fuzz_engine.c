@@ -48,6 +48,7 @@ struct fconn {
 	bool dead;
 	struct kvf_room_reasm reasm;
 	struct kvf_proto_limits lim;
+	struct kvf_hello_region regions[KVF_PROTO_MAX_REGIONS]; /* the peer's HELLO */
 };
 
 static struct fake fk;
@@ -95,8 +96,12 @@ static void on_frame(struct fconn *c, const struct fuzz_record *r)
 		return;
 	switch (kvf_frame_events(&src, r->data, r->len, fake_clock, &f)) {
 	case KVF_FRAME_HELLO: /* poller.c on_hello: the first one counts */
-		if (!c->lim.nblocks)
-			c->lim.nblocks = f.hello.nblocks;
+		if (c->lim.nregions)
+			break;
+		for (uint32_t i = 0; i < f.hello.nregions; i++)
+			kvf_proto_hello_region(&f, i, &c->regions[i]);
+		c->lim.regions = c->regions;
+		c->lim.nregions = f.hello.nregions;
 		break;
 	case KVF_FRAME_FATAL:
 		conn_lost(c);

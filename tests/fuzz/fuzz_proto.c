@@ -8,9 +8,11 @@
  * Beyond "no crash, no sanitizer report", it checks what the decoders
  * promise: the result is 0, -EBADMSG or -EPROTO with a reason; a frame
  * names a room only once its header is sound; a decoded frame re-encodes
- * to the same bytes (every field is checked, reserved ones are 0); decoded
- * block ids are inside the pool; the reject text and an escaped string fit
- * their buffers and an escaped one is printable.
+ * to the same bytes (every field is checked, reserved ones are 0); a
+ * ROOM_INFO that is a whole info decodes (kvf_proto_decode_info) only to
+ * lists of the HELLO's regions with items inside them, and re-encodes to
+ * its bytes; the reject text and an escaped string fit their buffers and
+ * an escaped one is printable.
  * Run it with scripts/fuzz.sh proto SECONDS.
  */
 #include <errno.h>
@@ -18,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "event.h"
 #include "fuzz_report.h"
 #include "fuzz_records.h"
 #include "log.h"
@@ -34,38 +37,38 @@ static void broken(const char *what, const char *detail)
 }
 
 /* The frame again, from what was decoded: its bytes must come back (the
- * engine id only up to its first NUL, total 0 as "the whole list"). */
+ * engine id only up to its first NUL, total 0 as "the whole info"). */
 static int reencode(const struct kvf_frame *f, uint8_t *out, size_t cap)
 {
+	struct kvf_hello_region hr[KVF_PROTO_MAX_REGIONS];
 	struct kvf_hello_buf hb[64];
-	uint32_t ids[1024], n;
+	uint32_t n, k = 0;
 
 	switch (f->type) {
 	case KVF_FR_HELLO:
 		if (f->hello.nbufs > 64)
 			return -1;
-		for (uint32_t i = 0; i < f->hello.nbufs; i++)
-			kvf_proto_hello_buf(f, i, &hb[i]);
-		return kvf_proto_encode_hello(out, cap, f->hello.engine_id, f->hello.nblocks, hb,
-					      f->hello.nbufs);
+		for (uint32_t i = 0; i < f->hello.nregions; i++) {
+			kvf_proto_hello_region(f, i, &hr[i]);
+			for (uint32_t b = 0; b < hr[i].nbufs; b++)
+				kvf_proto_hello_buf(f, i, b, &hb[k++]);
+		}
+		return kvf_proto_encode_hello(out, cap, f->hello.engine_id, hr, f->hello.nregions,
+					      hb);
 	case KVF_FR_ROOM_INFO:
-	case KVF_FR_ROOM_INFO_CONT:
-		if (f->room_info.offset + f->room_info.nblocks > 1024)
+	case KVF_FR_ROOM_INFO_CONT: {
+		static uint8_t info[1u << 17];
+		uint32_t off = f->room_info.offset, total = f->type == KVF_FR_ROOM_INFO ?
+			       f->room_info.total : off + f->room_info.len;
+
+		if (total > sizeof(info))
 			return -1;
-		for (uint32_t i = 0; i < f->room_info.nblocks; i++)
-			ids[f->room_info.offset + i] = kvf_proto_block(f, i);
-		if (f->type == KVF_FR_ROOM_INFO && f->room_info.total == f->room_info.nblocks)
-			return kvf_proto_encode_room_info(out, cap, f->room_id,
-							  f->room_info.recv_handle, ids,
-							  f->room_info.nblocks);
-		return kvf_proto_encode_room_info_part(out, kvf_proto_room_info_len(0) +
-						       f->room_info.nblocks * 4u -
-						       (f->room_info.offset ? 8u : 0u),
-						       f->room_id, f->room_info.recv_handle, ids,
-						       f->type == KVF_FR_ROOM_INFO ?
-						       f->room_info.total :
-						       f->room_info.offset + f->room_info.nblocks,
-						       f->room_info.offset, &n);
+		memcpy(info + off, f->room_info.bytes, f->room_info.len);
+		return kvf_proto_encode_room_info_part(out, (off ? KVF_PROTO_ROOM_INFO_CONT_FIXED :
+							     KVF_PROTO_ROOM_INFO_FIXED) +
+						       f->room_info.len, f->room_id,
+						       f->room_info.recv_handle, info, total, off, &n);
+	}
 	case KVF_FR_ABORT:
 		return kvf_proto_encode_abort(out, cap, f->room_id, f->abort.to_role,
 					      f->abort.reason);
@@ -77,8 +80,8 @@ static int reencode(const struct kvf_frame *f, uint8_t *out, size_t cap)
 }
 
 /* Where a re-encoded frame may differ: the engine id after its first NUL
- * (a string field, kept up to there), ROOM_INFO's total (0 and nblocks
- * mean the same). */
+ * (a string field, kept up to there), ROOM_INFO's total (0 and len mean
+ * the same). */
 static void mask(uint8_t *p, size_t len, const struct kvf_frame *f)
 {
 	if (f->type == KVF_FR_HELLO) {
@@ -87,8 +90,45 @@ static void mask(uint8_t *p, size_t len, const struct kvf_frame *f)
 		memset(p + KVF_PROTO_HDR_LEN + k, 0, KVF_PROTO_ENGINE_ID_LEN - k);
 	}
 	if (f->type == KVF_FR_ROOM_INFO && len >= KVF_PROTO_ROOM_INFO_FIXED &&
-	    f->room_info.total == f->room_info.nblocks)
+	    f->room_info.total == f->room_info.len)
 		memset(p + KVF_PROTO_HDR_LEN + 12, 0, 4);
+}
+
+/* A whole info: lists of the limits' regions, items inside, and the same
+ * bytes again from what was decoded. */
+static void check_info(const struct kvf_frame *f, const struct kvf_proto_limits *lim)
+{
+	static uint8_t out[1u << 17];
+	struct kvf_proto_list l[KVF_PROTO_MAX_REGIONS];
+	struct kvf_peer_info *pi = NULL;
+	char why[256] = "";
+	int rc, len;
+
+	if (f->type != KVF_FR_ROOM_INFO || f->room_info.total != f->room_info.len)
+		return;
+	rc = kvf_proto_decode_info(f->room_info.bytes, f->room_info.len, lim, f->room_id, 1, &pi,
+				   why, sizeof(why));
+	if (rc) {
+		if (rc != -EBADMSG || !why[0])
+			broken("an info refused without -EBADMSG and a reason", why);
+		return;
+	}
+	for (uint32_t k = 0; k < pi->nlists; k++) {
+		const struct kvf_peer_list *pl = &pi->lists[k];
+		uint32_t nitems = 0;
+
+		for (uint32_t i = 0; i < lim->nregions; i++)
+			if (lim->regions[i].id == pl->peer_region)
+				nitems = lim->regions[i].nitems;
+		for (uint32_t i = 0; i < pl->n; i++)
+			if (pi->ids[pl->first + i] >= nitems)
+				broken("an item outside its region decoded", pl->name);
+		l[k] = (struct kvf_proto_list){pl->peer_region, pl->n, pi->ids + pl->first};
+	}
+	len = kvf_proto_encode_info(out, sizeof(out), l, pi->nlists, pi->user, pi->user_len);
+	if (len != (int)f->room_info.len || memcmp(out, f->room_info.bytes, (size_t)len))
+		broken("a decoded info does not re-encode to its bytes", "");
+	free(pi);
 }
 
 static void check_frame(const uint8_t *data, size_t size, const struct kvf_proto_limits *lim)
@@ -109,10 +149,7 @@ static void check_frame(const uint8_t *data, size_t size, const struct kvf_proto
 	}
 	if (rc != 0)
 		broken("unexpected return", strerror(-rc));
-	if (f.type == KVF_FR_ROOM_INFO || f.type == KVF_FR_ROOM_INFO_CONT)
-		for (uint32_t i = 0; i < f.room_info.nblocks; i++)
-			if (kvf_proto_block(&f, i) >= lim->nblocks)
-				broken("a block id outside the pool decoded", "");
+	check_info(&f, lim);
 	if (size > sizeof(in))
 		return;
 	len = reencode(&f, out, sizeof(out));
@@ -161,12 +198,16 @@ static void check_text(const uint8_t *data, size_t size)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	/* Small limits reach the limit checks; the pool of 100 blocks makes
-	 * ids fall on both sides of it. No pool: every ROOM_INFO refused. */
+	/* Small limits reach the limit checks; regions of 100 and 4 items make
+	 * ids fall on both sides of them. No HELLO: every ROOM_INFO refused. */
+	static const struct kvf_hello_region regions[2] = {
+		{.name = "kv", .id = 0, .nitems = 100, .nbufs = 2},
+		{.name = "aux", .id = 3, .nitems = 4, .nbufs = 3},
+	};
 	static const struct kvf_proto_limits lim = {.max_blocks = 64, .max_bufs = 8,
-						    .nblocks = 100};
+						    .regions = regions, .nregions = 2};
 	static const struct kvf_proto_limits nopool = {.max_blocks = 1u << 24,
-						       .max_bufs = 2728, .nblocks = 0};
+						       .max_bufs = 2728, .nregions = 0};
 
 	check_frame(data, size, &lim);
 	check_frame(data, size, &nopool);

@@ -8,10 +8,11 @@
  * the sequence's age is checked before the frame (as frame_events.c does on
  * every frame), else after it (a frame of another type that came next).
  *
- * Checks, after every record: memory follows the ids received (have <= cap
- * <= 2 x have, cap <= the list's total); a whole list has its total of ids,
- * every one inside the pool, for the room of the sequence; a sequence is
- * never older than the bound after a frame; nothing leaks (LSan).
+ * Checks, after every record: memory follows the bytes received (have <=
+ * cap <= 2 x have, cap <= the info's total); a whole info is handed over
+ * only decoded: lists of the regions, every item inside its region, for the
+ * room of the sequence; a sequence is never older than the bound after a
+ * frame; nothing leaks (LSan).
  * Run it with scripts/fuzz.sh reasm SECONDS.
  */
 #include <errno.h>
@@ -35,19 +36,24 @@ static void broken(const char *what)
 	fuzz_broken(msg);
 }
 
-static const struct kvf_proto_limits lim = {.max_blocks = 4096, .max_bufs = 8, .nblocks = 1000};
+static const struct kvf_hello_region regions[2] = {
+	{.name = "kv", .id = 0, .nitems = 1000, .nbufs = 2},
+	{.name = "aux", .id = 3, .nitems = 4, .nbufs = 3},
+};
+static const struct kvf_proto_limits lim = {.max_blocks = 4096, .max_bufs = 8,
+					    .regions = regions, .nregions = 2};
 
 static void check_state(const struct kvf_room_reasm *ra, uint64_t now)
 {
-	if (!ra->pi) {
+	if (!ra->buf) {
 		if (ra->have || ra->cap)
 			broken("counts left with no sequence");
 		return;
 	}
-	if (ra->have > ra->cap || ra->cap > ra->pi->nblocks || ra->cap > 2 * (uint64_t)ra->have)
-		broken("memory does not follow the ids received");
-	if (ra->have >= ra->pi->nblocks)
-		broken("a whole list left in progress");
+	if (ra->have > ra->cap || ra->cap > ra->total || ra->cap > 2 * (uint64_t)ra->have)
+		broken("memory does not follow the bytes received");
+	if (ra->have >= ra->total)
+		broken("a whole info left in progress");
 	if (now - ra->started_ns > KVF_PROTO_REASM_MAX_NS)
 		broken("a sequence older than the bound survived a frame");
 }
@@ -55,10 +61,15 @@ static void check_state(const struct kvf_room_reasm *ra, uint64_t now)
 static void check_done(const struct kvf_peer_info *pi, uint64_t room)
 {
 	if (pi->room_id != room)
-		broken("a list for another room than its frame's");
-	for (uint32_t i = 0; i < pi->nblocks; i++)
-		if (pi->blocks[i] >= lim.nblocks)
-			broken("a block id outside the pool in a whole list");
+		broken("an info for another room than its frame's");
+	for (uint32_t k = 0; k < pi->nlists; k++) {
+		uint32_t nitems = pi->lists[k].peer_region == 0 ? 1000 :
+				  pi->lists[k].peer_region == 3 ? 4 : 0;
+
+		for (uint32_t i = 0; i < pi->lists[k].n; i++)
+			if (pi->ids[pi->lists[k].first + i] >= nitems)
+				broken("an item outside its region in a whole info");
+	}
 }
 
 static void one_frame(struct kvf_room_reasm *ra, const struct fuzz_record *r, uint64_t now)
@@ -79,7 +90,7 @@ static void one_frame(struct kvf_room_reasm *ra, const struct fuzz_record *r, ui
 	}
 	if (f.type != KVF_FR_ROOM_INFO && f.type != KVF_FR_ROOM_INFO_CONT)
 		return;
-	rc = kvf_proto_reasm_feed(ra, &f, now, &done, &drop, why, sizeof(why));
+	rc = kvf_proto_reasm_feed(ra, &f, &lim, now, &done, &drop, why, sizeof(why));
 	if (rc < 0 && rc != -EBADMSG)
 		broken("unexpected return");
 	if ((rc == 1) != (done != NULL))

@@ -60,22 +60,43 @@ static void rec(struct seq *s, uint8_t op, const void *p, int len)
 static const uint32_t ids[12] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
 static uint8_t fr[4096];
 
+/* Two regions: "kv" (id 0, 16 items, 2 buffers) and "aux" (id 3, 4 items). */
 static int hello(void)
 {
-	struct kvf_hello_buf b[2] = {{.addr = 0x10000, .block_size = 8, .rkey = 0x11},
-				     {.addr = 0x20000, .block_size = 8, .rkey = 0x22}};
+	struct kvf_hello_region r[2] = {{.name = "kv", .id = 0, .nitems = 16, .nbufs = 2},
+					{.name = "aux", .id = 3, .nitems = 4, .nbufs = 1}};
+	struct kvf_hello_buf b[3] = {{.addr = 0x10000, .item_size = 8, .rkey = 0x11},
+				     {.addr = 0x20000, .item_size = 8, .rkey = 0x22},
+				     {.addr = 0x30000, .item_size = 16, .rkey = 0x33}};
 
-	return kvf_proto_encode_hello(fr, sizeof(fr), "decode-0", 16, b, 2);
+	return kvf_proto_encode_hello(fr, sizeof(fr), "decode-0", r, 2, b);
 }
 
-/* Frame k of room's list of total ids, at most 3 ids a frame. */
-static int part(uint64_t room, uint32_t total, uint32_t off)
+/* An info of n kv ids (and one aux item when aux), with 8 bytes of user data. */
+static uint8_t info[512];
+static uint32_t make_info(uint32_t n, bool aux)
 {
-	uint32_t n;
-	size_t cap = off ? kvf_proto_room_info_cont_len(3) : kvf_proto_room_info_len(3);
+	struct kvf_proto_list l[2] = {{0, n, ids}, {3, 1, ids + 2}};
 
-	return kvf_proto_encode_room_info_part(fr, cap, room, 0x100000000ull | room, ids, total,
-					       off, &n);
+	return (uint32_t)kvf_proto_encode_info(info, sizeof(info), l, aux ? 2 : 1, "prefix=2", 8);
+}
+
+/* Frame of room's info (n ids) at byte off, at most 12 info bytes a frame. */
+static int part(uint64_t room, uint32_t n, uint32_t off)
+{
+	uint32_t k, total = make_info(n, true);
+	size_t cap = off ? kvf_proto_room_info_cont_len(12) : kvf_proto_room_info_len(12);
+
+	return kvf_proto_encode_room_info_part(fr, cap, room, 0x100000000ull | room, info, total,
+					       off, &k);
+}
+
+/* The whole info of n ids in one frame. */
+static int whole(uint64_t room, uint64_t handle, uint32_t n)
+{
+	uint32_t k, total = make_info(n, false);
+
+	return kvf_proto_encode_room_info_part(fr, sizeof(fr), room, handle, info, total, 0, &k);
 }
 
 static void proto_seeds(void)
@@ -85,10 +106,9 @@ static void proto_seeds(void)
 	uint8_t cm[KVF_PROTO_CM_LEN], rej[KVF_PROTO_REJ_LEN];
 
 	put("proto", "hello", fr, (size_t)hello());
-	put("proto", "room_info", fr, (size_t)kvf_proto_encode_room_info(fr, sizeof(fr), 7, 9,
-									   ids, 4));
+	put("proto", "room_info", fr, (size_t)whole(7, 9, 4));
 	put("proto", "room_info_first_of_10", fr, (size_t)part(7, 10, 0));
-	put("proto", "room_info_cont", fr, (size_t)part(7, 10, 3));
+	put("proto", "room_info_cont", fr, (size_t)part(7, 10, 12));
 	put("proto", "abort", fr, (size_t)kvf_proto_encode_abort(fr, sizeof(fr), 7, 1, 5));
 	put("proto", "abort_ack", fr, (size_t)kvf_proto_encode_abort_ack(fr, sizeof(fr), 7));
 	put("proto", "heartbeat", fr, (size_t)kvf_proto_encode_heartbeat(fr, sizeof(fr)));
@@ -99,11 +119,13 @@ static void proto_seeds(void)
 	put("proto", "reject", rej, sizeof(rej));
 }
 
-/* A whole list of total ids for room, 3 ids a frame, each record op. */
-static void list(struct seq *s, uint8_t op, uint64_t room, uint32_t total)
+/* A whole info of n ids for room, 12 bytes a frame, each record op. */
+static void list(struct seq *s, uint8_t op, uint64_t room, uint32_t n)
 {
-	for (uint32_t off = 0; off < total; off += 3)
-		rec(s, op, fr, part(room, total, off));
+	uint32_t total = make_info(n, true);
+
+	for (uint32_t off = 0; off < total; off += 12)
+		rec(s, op, fr, part(room, n, off));
 }
 
 static void reasm_seeds(void)
@@ -121,13 +143,13 @@ static void reasm_seeds(void)
 
 	memset(&s, 0, sizeof(s)); /* a gap */
 	rec(&s, 0, fr, part(5, 10, 0));
-	rec(&s, 0, fr, part(5, 10, 6));
+	rec(&s, 0, fr, part(5, 10, 24));
 	put("reasm", "gap", s.b, s.n);
 
 	memset(&s, 0, sizeof(s)); /* hangs past the bound, then its CONT */
 	rec(&s, 0, fr, part(5, 10, 0));
 	rec(&s, 0x7f, fr, kvf_proto_encode_heartbeat(fr, sizeof(fr)));
-	rec(&s, 0x80, fr, part(5, 10, 3));
+	rec(&s, 0x80, fr, part(5, 10, 12));
 	put("reasm", "expired", s.b, s.n);
 }
 
@@ -141,7 +163,7 @@ static void engine_seeds(void)
 	/* prefill side: HELLO, room 1's list, send, the write completes */
 	memset(&s, 0, sizeof(s));
 	rec(&s, OP(0, 0), fr, hello());
-	rec(&s, OP(0, 0), fr, kvf_proto_encode_room_info(fr, sizeof(fr), 1, 0x100000000ull, ids, 4));
+	rec(&s, OP(0, 0), fr, whole(1, 0x100000000ull, 4));
 	rec(&s, OP(5, 12), NULL, 0);
 	rec(&s, OP(7, 1), NULL, 0);
 	put("engine", "sender_success", s.b, s.n);

@@ -27,7 +27,7 @@
  *               header's length (the header itself is unsound: the
  *               connection goes); rooms before it on connection 1, it and
  *               the rest again on connection 2
- *   bad-layout  HELLO with twice the block size: nothing can be written;
+ *   bad-layout  HELLO with twice the item size: the prefill tears connection 1 down;
  *               room 0 on connection 1 (closed by us after --wait), the rest
  *               on connection 2
  *   big-pool    our pool has twice the prefill's blocks and every
@@ -311,13 +311,16 @@ static int send_hello(struct peer *p, struct conn *c, bool bad_rkey, bool inflat
 
 	for (uint32_t k = 0; k < p->o.nbufs; k++) {
 		hb[k].addr = (uintptr_t)p->bufs[k];
-		hb[k].block_size = bad_bs ? 2 * p->o.block_size : p->o.block_size;
+		hb[k].item_size = bad_bs ? 2 * p->o.block_size : p->o.block_size;
 		hb[k].rkey = c->pool_mr[k]->rkey;
 		if (bad_rkey)
 			hb[k].rkey ^= 0x00ff0f00u; /* a key this PD never issued */
 	}
-	len = kw_encode_hello(buf, FRAME, "fake-peer",
-			      inflate ? 2 * p->o.pool_blocks : p->o.pool_blocks, hb, p->o.nbufs);
+	/* One region, "kv" (the prefill's kvf_pool_register), id 0. */
+	struct kw_region r = {"kv", 0, inflate ? 2 * p->o.pool_blocks : p->o.pool_blocks,
+			      p->o.nbufs, hb};
+
+	len = kw_encode_hello(buf, FRAME, "fake-peer", &r, 1);
 	if (!len)
 		return -EMSGSIZE;
 	printf("fake_peer: HELLO sent: %u buffers x %u blocks%s%s%s\n", p->o.nbufs,
@@ -347,14 +350,14 @@ static int send_room_info(struct peer *p, struct conn *c, uint32_t i, int kind)
 				memset(p->bufs[k] + (size_t)blocks[j] * p->o.block_size, 0xdd,
 				       p->o.block_size);
 	/* the immediate will name slot i (generation 0): docs/wire.md 6.2 */
-	len = kw_encode_room_info(buf, FRAME, p->o.first_id + i, kw_recv_handle(i, 0), blocks, n);
+	struct kw_list l = {0, n, blocks};
+
+	len = kw_encode_room_info(buf, FRAME, p->o.first_id + i, kw_recv_handle(i, 0), &l, 1,
+				  NULL, 0);
 	if (!len)
 		return -EMSGSIZE;
-	if (kind == 2) {
-		/* count (and total) say n + 1; the frame and its header length hold n */
-		KW_PUT(buf, ROOM_INFO_NBLOCKS, n + 1);
-		KW_PUT(buf, ROOM_INFO_TOTAL, n + 1);
-	}
+	if (kind == 2) /* the list says n + 1 items; the info and the frame hold n */
+		KW_PUT(buf + KVF_WIRE_ROOM_INFO_INFO_OFF + KVF_WIRE_INFO_USER_OFF, INFO_LIST_N, n + 1);
 	if (kind == 3)
 		len -= 4;
 	p->rstate[i] = R_ASKED;
@@ -595,8 +598,8 @@ static int run_loop(struct peer *p, struct conn *c, uint32_t lo, uint32_t hi, bo
 					printf("fake_peer: bad frame from the prefill: %s\n", why);
 				} else if (f.type == KVF_WIRE_FR_HELLO) {
 					p->got_hello = true;
-					printf("fake_peer: HELLO from %s: %u buffers x %u blocks\n",
-					       f.engine_id, f.nbufs, f.nblocks);
+					printf("fake_peer: HELLO from %s: %u regions, %u buffers\n",
+					       f.engine_id, f.nregions, f.nbufs);
 				} else if (f.type == KVF_WIRE_FR_ABORT) {
 					uint32_t i = (uint32_t)(f.room_id - p->o.first_id);
 

@@ -173,6 +173,11 @@ TESTS=(
 	"kvf_reject_token|60|\$repo/tests/rxe/scenarios/reject.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1"
 	"kvf_metrics_stuck|200|\$repo/tests/rxe/scenarios/metrics.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 stuck"
 	"kvf_metrics_load|560|\$repo/tests/rxe/scenarios/metrics.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 load 1000"
+	# issue 8: an SGLang-shaped stream (regions, chunks, user data), aborts
+	# and a peer kill mid-chunking
+	"kvf_sglang_stream|480|\$repo/tests/rxe/scenarios/sglang.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 stream 500"
+	"kvf_sglang_abort|480|\$repo/tests/rxe/scenarios/sglang.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 abort 200"
+	"kvf_sglang_kill|300|\$repo/tests/rxe/scenarios/sglang.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 kill 300"
 	# kvferry.sglang driven as SGLang does, two Python processes (issue 10)
 	"kvf_python_sglang|240|\$repo/tests/rxe/scenarios/python_sglang.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1"
 	"kvf_throughput|300|\$repo/tests/rxe/scenarios/throughput.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 150"

@@ -113,42 +113,71 @@ static void put_hdr(uint8_t *p, unsigned type, size_t len, uint64_t room_id)
 	KW_PUT(p, HDR_ROOM_ID, room_id);
 }
 
-size_t kw_encode_hello(uint8_t *buf, size_t cap, const char *engine_id, uint32_t nblocks,
-		       const struct kw_hello_buf *bufs, uint32_t nbufs)
+size_t kw_encode_hello(uint8_t *buf, size_t cap, const char *engine_id,
+		       const struct kw_region *regs, uint32_t nregions)
 {
-	size_t len = KVF_WIRE_HELLO_FIXED + (size_t)nbufs * KVF_WIRE_HELLO_BUF_LEN;
+	size_t len = KVF_WIRE_HELLO_FIXED, off = KVF_WIRE_HELLO_REGIONS_OFF;
+	uint32_t nbufs = 0;
 
+	for (uint32_t r = 0; r < nregions; r++) {
+		len += KVF_WIRE_HELLO_REGION_LEN + (size_t)regs[r].nbufs * KVF_WIRE_HELLO_BUF_LEN;
+		nbufs += regs[r].nbufs;
+	}
 	if (len > cap)
 		return 0;
+	memset(buf, 0, len);
 	put_hdr(buf, KVF_WIRE_FR_HELLO, len, 0);
 	put_str(buf + KVF_WIRE_HELLO_ENGINE_ID_OFF, KVF_WIRE_HELLO_ENGINE_ID_SIZE, engine_id);
+	KW_PUT(buf, HELLO_NREGIONS, nregions);
 	KW_PUT(buf, HELLO_NBUFS, nbufs);
-	KW_PUT(buf, HELLO_NBLOCKS, nblocks);
-	for (uint32_t i = 0; i < nbufs; i++) {
-		uint8_t *e = buf + KVF_WIRE_HELLO_BUFS_OFF + (size_t)i * KVF_WIRE_HELLO_BUFS_ELEM;
+	for (uint32_t r = 0; r < nregions; r++) {
+		uint8_t *e = buf + off;
 
-		KW_PUT(e, HELLO_BUF_ADDR, bufs[i].addr);
-		KW_PUT(e, HELLO_BUF_BLOCK_SIZE, bufs[i].block_size);
-		KW_PUT(e, HELLO_BUF_RKEY, bufs[i].rkey);
-		KW_PUT(e, HELLO_BUF_RESERVED, 0);
+		put_str(e + KVF_WIRE_HELLO_REGION_NAME_OFF, KVF_WIRE_HELLO_REGION_NAME_SIZE,
+			regs[r].name);
+		KW_PUT(e, HELLO_REGION_ID, regs[r].id);
+		KW_PUT(e, HELLO_REGION_NITEMS, regs[r].nitems);
+		KW_PUT(e, HELLO_REGION_NBUFS, regs[r].nbufs);
+		off += KVF_WIRE_HELLO_REGION_LEN;
+		for (uint32_t i = 0; i < regs[r].nbufs; i++, off += KVF_WIRE_HELLO_BUF_LEN) {
+			e = buf + off;
+			KW_PUT(e, HELLO_BUF_ADDR, regs[r].bufs[i].addr);
+			KW_PUT(e, HELLO_BUF_ITEM_SIZE, regs[r].bufs[i].item_size);
+			KW_PUT(e, HELLO_BUF_RKEY, regs[r].bufs[i].rkey);
+		}
 	}
 	return len;
 }
 
 size_t kw_encode_room_info(uint8_t *buf, size_t cap, uint64_t room_id, uint64_t recv_handle,
-			   const uint32_t *blocks, uint32_t n)
+			   const struct kw_list *lists, uint32_t nlists, const void *user,
+			   uint32_t user_len)
 {
-	size_t len = KVF_WIRE_ROOM_INFO_FIXED + (size_t)n * KVF_WIRE_ROOM_INFO_BLOCKS_ELEM;
+	size_t pad = (user_len + 3u) & ~3u, info = KVF_WIRE_INFO_FIXED + pad, len, off;
 
+	for (uint32_t k = 0; k < nlists; k++)
+		info += KVF_WIRE_INFO_LIST_FIXED + (size_t)lists[k].n * KVF_WIRE_INFO_LIST_ITEMS_ELEM;
+	len = KVF_WIRE_ROOM_INFO_FIXED + info;
 	if (len > cap)
 		return 0;
+	memset(buf, 0, len);
 	put_hdr(buf, KVF_WIRE_FR_ROOM_INFO, len, room_id);
 	KW_PUT(buf, ROOM_INFO_RECV_HANDLE, recv_handle);
-	KW_PUT(buf, ROOM_INFO_NBLOCKS, n);
-	KW_PUT(buf, ROOM_INFO_TOTAL, n);
-	for (uint32_t i = 0; i < n; i++)
-		kw_put(buf + KVF_WIRE_ROOM_INFO_BLOCKS_OFF + (size_t)i * KVF_WIRE_ROOM_INFO_BLOCKS_ELEM,
-		       KVF_WIRE_BLOCK_ID_LEN, blocks[i]);
+	KW_PUT(buf, ROOM_INFO_LEN, info);
+	KW_PUT(buf, ROOM_INFO_TOTAL, info);
+	off = KVF_WIRE_ROOM_INFO_INFO_OFF;
+	KW_PUT(buf + off, INFO_NLISTS, nlists);
+	KW_PUT(buf + off, INFO_USER_LEN, user_len);
+	if (user_len)
+		memcpy(buf + off + KVF_WIRE_INFO_USER_OFF, user, user_len);
+	off += KVF_WIRE_INFO_USER_OFF + pad;
+	for (uint32_t k = 0; k < nlists; k++) {
+		KW_PUT(buf + off, INFO_LIST_REGION, lists[k].region);
+		KW_PUT(buf + off, INFO_LIST_N, lists[k].n);
+		off += KVF_WIRE_INFO_LIST_ITEMS_OFF;
+		for (uint32_t i = 0; i < lists[k].n; i++, off += KVF_WIRE_INFO_LIST_ITEMS_ELEM)
+			kw_put(buf + off, KVF_WIRE_BLOCK_ID_LEN, lists[k].items[i]);
+	}
 	return len;
 }
 
@@ -183,10 +212,12 @@ static int decode_body(const uint8_t *p, size_t len, struct kw_frame *f, char *w
 		if (len < KVF_WIRE_HELLO_FIXED)
 			BAD(-EBADMSG, "HELLO of %zu bytes, shorter than %u", len, KVF_WIRE_HELLO_FIXED);
 		memcpy(f->engine_id, p + KVF_WIRE_HELLO_ENGINE_ID_OFF, KVF_WIRE_HELLO_ENGINE_ID_SIZE);
+		f->nregions = (uint32_t)KW_GET(p, HELLO_NREGIONS);
 		f->nbufs = (uint32_t)KW_GET(p, HELLO_NBUFS);
-		f->nblocks = (uint32_t)KW_GET(p, HELLO_NBLOCKS);
-		if (len != KVF_WIRE_HELLO_FIXED + (size_t)f->nbufs * KVF_WIRE_HELLO_BUF_LEN)
-			BAD(-EBADMSG, "HELLO of %zu bytes for %u buffers", len, f->nbufs);
+		if (len != KVF_WIRE_HELLO_FIXED + (size_t)f->nregions * KVF_WIRE_HELLO_REGION_LEN +
+			   (size_t)f->nbufs * KVF_WIRE_HELLO_BUF_LEN)
+			BAD(-EBADMSG, "HELLO of %zu bytes for %u regions, %u buffers", len, f->nregions,
+			    f->nbufs);
 		return 0;
 	case KVF_WIRE_FR_ABORT:
 		if (len != KVF_WIRE_ABORT_LEN)

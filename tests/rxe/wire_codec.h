@@ -8,7 +8,7 @@
  * against src/proto.c byte by byte.
  *
  * Only what a decode-side peer needs: the connect private data, the reject,
- * the token hash, HELLO, ROOM_INFO (one frame), ABORT, HEARTBEAT, and a
+ * the token hash, HELLO (regions), ROOM_INFO (one frame), ABORT, HEARTBEAT, and a
  * decoder of the frames a prefill sends. */
 #ifndef KVF_WIRE_CODEC_H
 #define KVF_WIRE_CODEC_H
@@ -45,16 +45,33 @@ void kw_decode_rej(const void *buf, size_t len, char *text, size_t tlen);
 
 struct kw_hello_buf {
 	uint64_t addr;
-	uint64_t block_size;
+	uint64_t item_size;
 	uint32_t rkey;
 };
 
+/* One region of a HELLO (docs/wire.md 5.3). */
+struct kw_region {
+	const char *name;
+	uint32_t id;
+	uint32_t nitems;
+	uint32_t nbufs;
+	const struct kw_hello_buf *bufs;
+};
+
+/* One list of a ROOM_INFO's info (docs/wire.md 5.4). */
+struct kw_list {
+	uint32_t region;
+	uint32_t n;
+	const uint32_t *items;
+};
+
 /* Encoders return the frame's length, or 0 when it does not fit cap. */
-size_t kw_encode_hello(uint8_t *buf, size_t cap, const char *engine_id, uint32_t nblocks,
-		       const struct kw_hello_buf *bufs, uint32_t nbufs);
-/* A whole list in one frame (total = n). */
+size_t kw_encode_hello(uint8_t *buf, size_t cap, const char *engine_id,
+		       const struct kw_region *regs, uint32_t nregions);
+/* A whole info in one frame (total = len). */
 size_t kw_encode_room_info(uint8_t *buf, size_t cap, uint64_t room_id, uint64_t recv_handle,
-			   const uint32_t *blocks, uint32_t n);
+			   const struct kw_list *lists, uint32_t nlists, const void *user,
+			   uint32_t user_len);
 size_t kw_encode_abort(uint8_t *buf, size_t cap, uint64_t room_id, uint8_t to_role,
 		       uint16_t reason);
 size_t kw_encode_heartbeat(uint8_t *buf, size_t cap);
@@ -64,7 +81,7 @@ struct kw_frame {
 	uint8_t type;
 	uint64_t room_id;
 	char engine_id[KVF_WIRE_ENGINE_ID_LEN + 1]; /* HELLO */
-	uint32_t nbufs, nblocks;                     /* HELLO */
+	uint32_t nregions, nbufs;                    /* HELLO */
 	uint8_t to_role;                             /* ABORT */
 	uint16_t reason;                             /* ABORT */
 };

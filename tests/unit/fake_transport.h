@@ -7,6 +7,8 @@
 #define KVF_FAKE_TRANSPORT_H
 
 #include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,7 +27,12 @@ struct fake {
 	uint64_t room_info_id, room_info_handle;
 	uint64_t write_wr_id;
 	uint32_t write_conn;
-	uint32_t write_imm, write_n;
+	uint32_t write_imm, write_n; /* write_n: items over the chunk's parts */
+	bool write_has_imm;          /* the last chunk posted carried the immediate */
+	uint32_t write_nparts;
+	struct kvf_xfer_part write_parts[KVF_MAX_REGIONS]; /* the last chunk's */
+	uint32_t info_nlists, info_user_len;
+	uint8_t info_user[KVF_USER_DATA_MAX];
 	uint64_t abort_id, ack_id;
 	uint8_t abort_role;
 	uint32_t abort_conn, ack_conn;
@@ -34,28 +41,39 @@ struct fake {
 	uint32_t torn;          /* bit per connection id < 32 torn down */
 };
 
-static int fake_room_info(void *t, const char *peer, uint64_t id, uint64_t handle,
-			  const uint32_t *blocks, uint32_t n, uint32_t *conn)
+static int fake_room_info(void *t, const char *peer, const struct kvf_info_out *info,
+			  uint32_t *conn)
 {
 	struct fake *f = t;
 
 	f->room_infos++;
-	f->room_info_id = id;
-	f->room_info_handle = handle;
+	f->room_info_id = info->room_id;
+	f->room_info_handle = info->recv_handle;
+	f->info_nlists = info->nlists;
+	f->info_user_len = info->user_len;
+	if (info->user_len)
+		memcpy(f->info_user, info->user, info->user_len);
 	*conn = f->conn;
 	return f->room_info_rc;
 }
 
-static int fake_post_writes(void *t, uint32_t conn, uint64_t wr_id, uint32_t imm,
-			    const uint32_t *src, const uint32_t *dst, uint32_t n)
+/* One chunk: one call, whatever its parts (signaled is the answer). */
+static int fake_post_chunk(void *t, uint32_t conn, uint64_t wr_id,
+			   const struct kvf_xfer_part *parts, uint32_t nparts, const uint32_t *imm)
 {
 	struct fake *f = t;
 
 	f->writes++;
 	f->write_conn = conn;
 	f->write_wr_id = wr_id;
-	f->write_imm = imm;
-	f->write_n = n;
+	f->write_has_imm = imm != NULL;
+	f->write_imm = imm ? *imm : 0;
+	f->write_n = 0;
+	f->write_nparts = nparts;
+	for (uint32_t i = 0; i < nparts; i++) {
+		f->write_n += parts[i].n;
+		f->write_parts[i] = parts[i];
+	}
 	return f->signaled;
 }
 
@@ -101,7 +119,7 @@ static void fake_teardown(void *t, uint32_t conn, const char *why)
 
 static const struct kvf_transport_ops fake_ops = {
 	.send_room_info = fake_room_info,
-	.post_writes = fake_post_writes,
+	.post_chunk = fake_post_chunk,
 	.cancel_writes = fake_cancel,
 	.send_abort = fake_abort,
 	.send_abort_ack = fake_ack,
@@ -152,20 +170,53 @@ static inline void push(kvf_engine *eng, struct kvf_event ev)
 	kvf_ring_push(kvf_engine_ring(eng), &ev);
 }
 
-/* The receiver's ROOM_INFO arriving for sender room id on conn. */
-static inline void push_info(kvf_engine *eng, uint64_t id, uint32_t conn, uint64_t recv_handle,
-			     uint32_t n)
-{
-	struct kvf_peer_info *pi = malloc(sizeof(*pi) + n * sizeof(uint32_t));
+/* One list of a ROOM_INFO the test makes up: the receiver's region name
+ * and its item count (items 0..n-1). */
+struct fake_list {
+	const char *name;
+	uint32_t n;
+};
 
+/* The receiver's ROOM_INFO with lists and user data arriving for sender
+ * room id on conn. */
+static inline void push_info_lists(kvf_engine *eng, uint64_t id, uint32_t conn,
+				   uint64_t recv_handle, const struct fake_list *lists,
+				   uint32_t nlists, const void *user, uint32_t user_len)
+{
+	uint32_t nids = 0, at = 0;
+	struct kvf_peer_info *pi;
+
+	for (uint32_t k = 0; k < nlists; k++)
+		nids += lists[k].n;
+	pi = calloc(1, sizeof(*pi) + nids * sizeof(uint32_t));
 	pi->room_id = id;
 	pi->recv_handle = recv_handle;
 	pi->peer = conn;
-	pi->nblocks = n;
-	for (uint32_t i = 0; i < n; i++)
-		pi->blocks[i] = i;
+	pi->nlists = nlists;
+	pi->nids = nids;
+	pi->user_len = user_len;
+	if (user_len)
+		memcpy(pi->user, user, user_len);
+	for (uint32_t k = 0; k < nlists; k++) {
+		snprintf(pi->lists[k].name, sizeof(pi->lists[k].name), "%s", lists[k].name);
+		pi->lists[k].peer_region = k;
+		pi->lists[k].n = lists[k].n;
+		pi->lists[k].first = at;
+		for (uint32_t i = 0; i < lists[k].n; i++)
+			pi->ids[at++] = i;
+	}
 	push(eng, (struct kvf_event){ .kind = KVF_EV_PEER_INFO, .key = id, .peer = conn,
 				      .data = pi });
+}
+
+/* The receiver's ROOM_INFO arriving for sender room id on conn: one list
+ * of n blocks of region "kv" (kvf_pool_register's). */
+static inline void push_info(kvf_engine *eng, uint64_t id, uint32_t conn, uint64_t recv_handle,
+			     uint32_t n)
+{
+	struct fake_list l = { "kv", n };
+
+	push_info_lists(eng, id, conn, recv_handle, &l, 1, NULL, 0);
 }
 
 static inline void push_wc(kvf_engine *eng, kvf_room h, uint16_t status)

@@ -9,6 +9,7 @@
 
 #include "log.h"
 #include "rdma/frame_events.h"
+#include "info_fixture.h"
 
 #define MAX_EV 8
 
@@ -16,7 +17,9 @@ static struct kvf_event evs[MAX_EV];
 static int nev;
 static uint8_t buf[4096];
 static struct kvf_room_reasm ra;
-static const struct kvf_proto_limits lim = {.max_blocks = 64, .max_bufs = 8, .nblocks = 100};
+static const struct kvf_proto_limits lim = {.max_blocks = 64, .max_bufs = 8,
+					    .regions = peer_regions, .nregions = 2};
+static uint8_t info[1024];
 
 static void record(void *arg, const struct kvf_event *ev)
 {
@@ -72,20 +75,21 @@ Test(frame_events, abort_and_ack_become_their_events)
 
 Test(frame_events, heartbeat_is_quiet_hello_goes_to_the_caller)
 {
-	struct kvf_hello_buf hb = {.addr = 0x1000, .block_size = 64, .rkey = 1};
+	struct kvf_hello_buf hb = {.addr = 0x1000, .item_size = 64, .rkey = 1};
+	struct kvf_hello_region hr = {.name = "kv", .id = 0, .nitems = 10, .nbufs = 1};
 
 	cr_assert_eq(feed(kvf_proto_encode_heartbeat(buf, sizeof(buf)), 0), KVF_FRAME_HANDLED);
-	cr_assert_eq(feed(kvf_proto_encode_hello(buf, sizeof(buf), "p", 10, &hb, 1), 0),
+	cr_assert_eq(feed(kvf_proto_encode_hello(buf, sizeof(buf), "p", &hr, 1, &hb), 0),
 		     KVF_FRAME_HELLO);
 	cr_assert_eq(nev, 0);
 }
 
 Test(frame_events, whole_room_info_becomes_peer_info)
 {
-	uint32_t ids[3] = {7, 8, 9};
+	uint32_t ids[3] = {7, 8, 9}, n, total = kv_info(info, sizeof(info), ids, 3);
 	struct kvf_peer_info *pi;
 
-	cr_assert_eq(feed(kvf_proto_encode_room_info(buf, sizeof(buf), 5, 0x33, ids, 3), 0),
+	cr_assert_eq(feed(info_frame(buf, sizeof(buf), 5, 0x33, info, total, 0, &n), 0),
 		     KVF_FRAME_HANDLED);
 	cr_assert_eq(nev, 1);
 	cr_assert_eq(evs[0].kind, KVF_EV_PEER_INFO);
@@ -94,8 +98,10 @@ Test(frame_events, whole_room_info_becomes_peer_info)
 	pi = evs[0].data;
 	cr_assert_eq(pi->peer, 9);
 	cr_assert_eq(pi->recv_handle, 0x33);
-	cr_assert_eq(pi->nblocks, 3);
-	cr_assert_eq(pi->blocks[2], 9);
+	cr_assert_eq(pi->nlists, 1);
+	cr_assert_str_eq(pi->lists[0].name, "kv");
+	cr_assert_eq(pi->lists[0].n, 3);
+	cr_assert_eq(pi->ids[2], 9);
 }
 
 Test(frame_events, bad_header_is_fatal_and_told)
@@ -116,16 +122,15 @@ Test(frame_events, bad_header_is_fatal_and_told)
  * stays. */
 Test(frame_events, malformed_cont_fails_both_rooms)
 {
-	uint32_t ids[6] = {1, 2, 3, 4, 5, 6}, n;
-	int len = kvf_proto_encode_room_info_part(buf, kvf_proto_room_info_len(2), 5, 1, ids, 6,
-						  0, &n);
+	uint32_t ids[6] = {1, 2, 3, 4, 5, 6}, n, total = kv_info(info, sizeof(info), ids, 6);
+	int len = info_frame(buf, kvf_proto_room_info_len(8), 5, 1, info, total, 0, &n);
 
 	cr_assert_eq(feed(len, 0), KVF_FRAME_HANDLED);
-	cr_assert_not_null(ra.pi);
-	len = kvf_proto_encode_room_info_part(buf, sizeof(buf), 6, 1, ids, 6, 2, &n);
-	buf[KVF_PROTO_HDR_LEN + 4] = 0; /* 0 ids: malformed */
+	cr_assert_not_null(ra.buf);
+	len = info_frame(buf, sizeof(buf), 6, 1, info, total, 8, &n);
+	buf[KVF_PROTO_HDR_LEN + 4] = 0; /* 0 bytes: malformed */
 	cr_assert_eq(feed(len, 0), KVF_FRAME_HANDLED);
-	cr_assert_null(ra.pi);
+	cr_assert_null(ra.buf);
 	cr_assert_eq(nev, 2);
 	cr_assert_eq(evs[0].key, 5);
 	cr_assert(strstr(evs[0].data, "cut short by a malformed ROOM_INFO_CONT for room 0x6"),
@@ -137,9 +142,8 @@ Test(frame_events, malformed_cont_fails_both_rooms)
  * frees it and fails its room. */
 Test(frame_events, heartbeat_expires_a_hanging_sequence)
 {
-	uint32_t ids[6] = {1, 2, 3, 4, 5, 6}, n;
-	int len = kvf_proto_encode_room_info_part(buf, kvf_proto_room_info_len(2), 5, 1, ids, 6,
-						  0, &n);
+	uint32_t ids[6] = {1, 2, 3, 4, 5, 6}, n, total = kv_info(info, sizeof(info), ids, 6);
+	int len = info_frame(buf, kvf_proto_room_info_len(8), 5, 1, info, total, 0, &n);
 
 	cr_assert_eq(feed(len, 1000), KVF_FRAME_HANDLED);
 	len = kvf_proto_encode_heartbeat(buf, sizeof(buf));
@@ -150,6 +154,6 @@ Test(frame_events, heartbeat_expires_a_hanging_sequence)
 	cr_assert_eq(evs[0].kind, KVF_EV_BAD_FRAME);
 	cr_assert_eq(evs[0].key, 5);
 	cr_assert(strstr(evs[0].data, "not whole after 30000 ms"), "%s", (char *)evs[0].data);
-	cr_assert_null(ra.pi);
+	cr_assert_null(ra.buf);
 	cr_assert_eq(ra.expired, 1);
 }

@@ -27,7 +27,7 @@ static struct kvf_pframe *frame(uint64_t room, bool sequence)
 	f->room_id = room;
 	if (sequence) {
 		f->total = 3;
-		f->blocks = calloc(3, sizeof(*f->blocks));
+		f->info = calloc(12, 1);
 	}
 	return f;
 }

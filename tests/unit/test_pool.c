@@ -26,7 +26,8 @@ static int create(uint64_t bs0, uint64_t bs1, uint32_t nblocks)
 {
 	void *bufs[] = {a, b};
 	uint64_t bs[] = {bs0, bs1};
-	struct kvf_pool_layout l = {.nbufs = 2, .nblocks = nblocks, .bufs = bufs, .block_size = bs};
+	struct kvf_region_layout l = {.name = "kv", .nbufs = 2, .nitems = nblocks, .bufs = bufs,
+				     .item_size = bs};
 	struct kvf_pool *p = NULL;
 	int rc = kvf_pool_create(NULL, &l, &p);
 

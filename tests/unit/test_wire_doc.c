@@ -10,11 +10,13 @@
 
 #include <infiniband/verbs.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <kvferry/kvferry.h>
 
 #include "rdma/proto.h"
+#include "event.h"
 #include "transport.h"
 #include "wire_codec.h"
 #include "wire_doc.h"
@@ -27,8 +29,12 @@
 /* Field F of frame p, read at the document's offset and size. */
 #define DOC(p, F) KW_GET(p, F)
 
+static const struct kvf_hello_region lim_regions[2] = {
+	{ .name = "kv", .id = 0, .nitems = 1u << 30, .nbufs = 2 },
+	{ .name = "aux", .id = 5, .nitems = 64, .nbufs = 1 },
+};
 static const struct kvf_proto_limits lim = {.max_blocks = 1u << 20, .max_bufs = 1024,
-					    .nblocks = 1u << 30};
+					    .regions = lim_regions, .nregions = 2};
 
 Test(wire_doc, constants_are_the_codes)
 {
@@ -43,10 +49,19 @@ Test(wire_doc, constants_are_the_codes)
 	EQ(KVF_WIRE_ENGINE_ID_LEN, KVF_PROTO_ENGINE_ID_LEN);
 	EQ(KVF_WIRE_HELLO_FIXED, KVF_PROTO_HELLO_FIXED);
 	EQ(KVF_WIRE_HELLO_BUF_LEN, KVF_PROTO_HELLO_BUF_LEN);
+	EQ(KVF_WIRE_HELLO_REGION_LEN, KVF_PROTO_HELLO_REGION_LEN);
+	EQ(KVF_WIRE_REGION_NAME_LEN, KVF_PROTO_REGION_NAME_LEN);
+	EQ(KVF_WIRE_MAX_REGIONS, KVF_PROTO_MAX_REGIONS);
+	EQ(KVF_WIRE_MAX_REGIONS, KVF_MAX_REGIONS);
+	EQ(KVF_WIRE_REGION_NAME_LEN - 1, KVF_REGION_NAME_MAX);
+	EQ(KVF_WIRE_INFO_FIXED, KVF_PROTO_INFO_FIXED);
+	EQ(KVF_WIRE_INFO_LIST_FIXED, KVF_PROTO_INFO_LIST_FIXED);
+	EQ(KVF_WIRE_USER_MAX, KVF_PROTO_USER_MAX);
+	EQ(KVF_WIRE_USER_MAX, KVF_USER_DATA_MAX);
 	EQ(KVF_WIRE_ROOM_INFO_FIXED, KVF_PROTO_ROOM_INFO_FIXED);
 	EQ(KVF_WIRE_ROOM_INFO_CONT_FIXED, KVF_PROTO_ROOM_INFO_CONT_FIXED);
 	EQ(KVF_WIRE_ABORT_LEN, KVF_PROTO_ABORT_LEN);
-	EQ(KVF_WIRE_BLOCK_ID_LEN, kvf_proto_room_info_len(1) - kvf_proto_room_info_len(0));
+	EQ(KVF_WIRE_BLOCK_ID_LEN, sizeof(uint32_t));
 	/* conn.c refuses a peer whose frames are below this */
 	EQ(KVF_WIRE_MIN_FRAME_MAX, KVF_PROTO_ROOM_INFO_FIXED + 4u);
 	EQ(KVF_WIRE_ROLE_SENDER, KVF_SENDER);
@@ -62,14 +77,19 @@ Test(wire_doc, layouts_end_at_the_lengths)
 	EQ(KVF_WIRE_REJ_TEXT_SIZE, KVF_PROTO_REJ_TEXT);
 	EQ(KVF_WIRE_CM_ENGINE_ID_SIZE, KVF_WIRE_CM_ENGINE_ID_LEN);
 	EQ(KVF_WIRE_HELLO_END, KVF_PROTO_HELLO_FIXED);
-	EQ(KVF_WIRE_HELLO_BUFS_OFF, KVF_PROTO_HELLO_FIXED);
-	EQ(KVF_WIRE_HELLO_BUFS_ELEM, KVF_PROTO_HELLO_BUF_LEN);
+	EQ(KVF_WIRE_HELLO_REGIONS_OFF, KVF_PROTO_HELLO_FIXED);
+	EQ(KVF_WIRE_HELLO_REGIONS_ELEM, KVF_PROTO_HELLO_REGION_LEN);
+	EQ(KVF_WIRE_HELLO_REGION_END, KVF_PROTO_HELLO_REGION_LEN);
+	EQ(KVF_WIRE_HELLO_REGION_NAME_SIZE, KVF_PROTO_REGION_NAME_LEN);
 	EQ(KVF_WIRE_HELLO_BUF_END, KVF_PROTO_HELLO_BUF_LEN);
 	EQ(KVF_WIRE_HELLO_ENGINE_ID_SIZE, KVF_PROTO_ENGINE_ID_LEN);
 	EQ(KVF_WIRE_ROOM_INFO_END, KVF_PROTO_ROOM_INFO_FIXED);
-	EQ(KVF_WIRE_ROOM_INFO_BLOCKS_ELEM, KVF_WIRE_BLOCK_ID_LEN);
+	EQ(KVF_WIRE_ROOM_INFO_INFO_ELEM, 1);
 	EQ(KVF_WIRE_ROOM_INFO_CONT_END, KVF_PROTO_ROOM_INFO_CONT_FIXED);
-	EQ(KVF_WIRE_ROOM_INFO_CONT_BLOCKS_ELEM, KVF_WIRE_BLOCK_ID_LEN);
+	EQ(KVF_WIRE_ROOM_INFO_CONT_INFO_ELEM, 1);
+	EQ(KVF_WIRE_INFO_USER_OFF, KVF_PROTO_INFO_FIXED);
+	EQ(KVF_WIRE_INFO_LIST_ITEMS_OFF, KVF_PROTO_INFO_LIST_FIXED);
+	EQ(KVF_WIRE_INFO_LIST_ITEMS_ELEM, KVF_WIRE_BLOCK_ID_LEN);
 	EQ(KVF_WIRE_ABORT_END, KVF_PROTO_ABORT_LEN);
 	EQ(KVF_WIRE_HELLO_HDR_SIZE, KVF_PROTO_HDR_LEN);
 }
@@ -145,62 +165,90 @@ Test(wire_doc, header_and_abort_where_the_doc_says)
 
 Test(wire_doc, hello_where_the_doc_says)
 {
-	struct kvf_hello_buf hb[2] = {
-		{.addr = 0x0102030405060708ull, .block_size = 0x1000, .rkey = 0xa1b2c3d4},
-		{.addr = 0x1112131415161718ull, .block_size = 0x2000, .rkey = 0x55667788},
+	struct kvf_hello_region hr[2] = {
+		{ .name = "kv", .id = 0, .nitems = 0x0badcafe, .nbufs = 2 },
+		{ .name = "aux", .id = 7, .nitems = 33, .nbufs = 1 },
 	};
-	uint8_t b[256];
-	int len = kvf_proto_encode_hello(b, sizeof(b), "engine-x", 0x0badcafe, hb, 2);
+	struct kvf_hello_buf hb[3] = {
+		{.addr = 0x0102030405060708ull, .item_size = 0x1000, .rkey = 0xa1b2c3d4},
+		{.addr = 0x1112131415161718ull, .item_size = 0x2000, .rkey = 0x55667788},
+		{.addr = 0x2122232425262728ull, .item_size = 0x30, .rkey = 0x99},
+	};
+	uint8_t b[512];
+	int len = kvf_proto_encode_hello(b, sizeof(b), "engine-x", hr, 2, hb);
+	const uint8_t *e = b + KVF_WIRE_HELLO_REGIONS_OFF;
 
-	cr_assert_eq(len, (int)(KVF_WIRE_HELLO_FIXED + 2 * KVF_WIRE_HELLO_BUF_LEN));
+	cr_assert_eq(len, (int)(KVF_WIRE_HELLO_FIXED + 2 * KVF_WIRE_HELLO_REGION_LEN +
+				3 * KVF_WIRE_HELLO_BUF_LEN));
 	EQ(DOC(b, HDR_TYPE), KVF_WIRE_FR_HELLO);
 	EQ(DOC(b, HDR_LENGTH), len);
 	EQ(DOC(b, HDR_ROOM_ID), 0);
 	cr_expect_str_eq((const char *)b + KVF_WIRE_HELLO_ENGINE_ID_OFF, "engine-x");
-	EQ(DOC(b, HELLO_NBUFS), 2);
-	EQ(DOC(b, HELLO_NBLOCKS), 0x0badcafe);
-	for (unsigned i = 0; i < 2; i++) {
-		const uint8_t *e = b + KVF_WIRE_HELLO_BUFS_OFF + i * KVF_WIRE_HELLO_BUFS_ELEM;
-
-		EQ(DOC(e, HELLO_BUF_ADDR), hb[i].addr);
-		EQ(DOC(e, HELLO_BUF_BLOCK_SIZE), hb[i].block_size);
-		EQ(DOC(e, HELLO_BUF_RKEY), hb[i].rkey);
-		EQ(DOC(e, HELLO_BUF_RESERVED), 0);
+	EQ(DOC(b, HELLO_NREGIONS), 2);
+	EQ(DOC(b, HELLO_NBUFS), 3);
+	for (unsigned r = 0, k = 0; r < 2; r++) {
+		cr_expect_str_eq((const char *)e + KVF_WIRE_HELLO_REGION_NAME_OFF, hr[r].name);
+		EQ(DOC(e, HELLO_REGION_ID), hr[r].id);
+		EQ(DOC(e, HELLO_REGION_NITEMS), hr[r].nitems);
+		EQ(DOC(e, HELLO_REGION_NBUFS), hr[r].nbufs);
+		EQ(DOC(e, HELLO_REGION_RESERVED), 0);
+		e += KVF_WIRE_HELLO_REGION_LEN;
+		for (unsigned i = 0; i < hr[r].nbufs; i++, k++, e += KVF_WIRE_HELLO_BUF_LEN) {
+			EQ(DOC(e, HELLO_BUF_ADDR), hb[k].addr);
+			EQ(DOC(e, HELLO_BUF_ITEM_SIZE), hb[k].item_size);
+			EQ(DOC(e, HELLO_BUF_RKEY), hb[k].rkey);
+			EQ(DOC(e, HELLO_BUF_RESERVED), 0);
+		}
 	}
+	EQ(e - b, len);
 }
 
 Test(wire_doc, room_info_and_cont_where_the_doc_says)
 {
-	uint32_t ids[7] = {7, 0x01020304, 9, 10, 11, 12, 13}, n = 0;
-	uint8_t b[256];
-	size_t cap = KVF_WIRE_ROOM_INFO_FIXED + 3 * KVF_WIRE_BLOCK_ID_LEN;
-	int len = kvf_proto_encode_room_info_part(b, cap, 0xabcdef, 0x0000000500000003ull, ids, 7,
-						  0, &n);
+	uint32_t kv[3] = {7, 0x01020304, 9}, aux = 5, n = 0;
+	struct kvf_proto_list l[2] = { { 0, 3, kv }, { 5, 1, &aux } };
+	uint8_t info[128], b[256];
+	int total = kvf_proto_encode_info(info, sizeof(info), l, 2, "abcde", 5);
+	size_t cap = KVF_WIRE_ROOM_INFO_FIXED + 12;
+	int len = kvf_proto_encode_room_info_part(b, cap, 0xabcdef, 0x0000000500000003ull, info,
+						  (uint32_t)total, 0, &n);
+	const uint8_t *p = info + KVF_WIRE_INFO_USER_OFF + 8;
 
-	cr_assert_eq(n, 3);
+	/* the info */
+	EQ(DOC(info, INFO_NLISTS), 2);
+	EQ(DOC(info, INFO_USER_LEN), 5);
+	cr_expect_eq(memcmp(info + KVF_WIRE_INFO_USER_OFF, "abcde\0\0\0", 8), 0, "padded with 0");
+	EQ(DOC(p, INFO_LIST_REGION), 0);
+	EQ(DOC(p, INFO_LIST_N), 3);
+	for (unsigned i = 0; i < 3; i++)
+		EQ(kw_get(p + KVF_WIRE_INFO_LIST_ITEMS_OFF + i * KVF_WIRE_INFO_LIST_ITEMS_ELEM,
+			  KVF_WIRE_BLOCK_ID_LEN), kv[i]);
+	p += KVF_WIRE_INFO_LIST_ITEMS_OFF + 3 * KVF_WIRE_INFO_LIST_ITEMS_ELEM;
+	EQ(DOC(p, INFO_LIST_REGION), 5);
+	EQ(DOC(p, INFO_LIST_N), 1);
+	EQ(p + KVF_WIRE_INFO_LIST_ITEMS_OFF + KVF_WIRE_INFO_LIST_ITEMS_ELEM - info, total);
+
+	/* its frames */
+	cr_assert_eq(n, 12);
 	EQ(len, cap);
 	EQ(DOC(b, HDR_TYPE), KVF_WIRE_FR_ROOM_INFO);
 	EQ(DOC(b, HDR_ROOM_ID), 0xabcdef);
 	EQ(DOC(b, ROOM_INFO_RECV_HANDLE), 0x0000000500000003ull);
-	EQ(DOC(b, ROOM_INFO_NBLOCKS), 3);
-	EQ(DOC(b, ROOM_INFO_TOTAL), 7);
-	for (unsigned i = 0; i < 3; i++)
-		EQ(kw_get(b + KVF_WIRE_ROOM_INFO_BLOCKS_OFF + i * KVF_WIRE_ROOM_INFO_BLOCKS_ELEM,
-			  KVF_WIRE_BLOCK_ID_LEN), ids[i]);
+	EQ(DOC(b, ROOM_INFO_LEN), 12);
+	EQ(DOC(b, ROOM_INFO_TOTAL), total);
+	cr_expect_eq(memcmp(b + KVF_WIRE_ROOM_INFO_INFO_OFF, info, 12), 0);
 
-	cap = KVF_WIRE_ROOM_INFO_CONT_FIXED + 2 * KVF_WIRE_BLOCK_ID_LEN;
-	len = kvf_proto_encode_room_info_part(b, cap, 0xabcdef, 0, ids, 7, 3, &n);
-	cr_assert_eq(n, 2);
+	cap = KVF_WIRE_ROOM_INFO_CONT_FIXED + 8;
+	len = kvf_proto_encode_room_info_part(b, cap, 0xabcdef, 0, info, (uint32_t)total, 12, &n);
+	cr_assert_eq(n, 8);
 	EQ(len, cap);
 	EQ(DOC(b, HDR_TYPE), KVF_WIRE_FR_ROOM_INFO_CONT);
-	EQ(DOC(b, ROOM_INFO_CONT_OFFSET), 3);
-	EQ(DOC(b, ROOM_INFO_CONT_NBLOCKS), 2);
-	for (unsigned i = 0; i < 2; i++)
-		EQ(kw_get(b + KVF_WIRE_ROOM_INFO_CONT_BLOCKS_OFF + i * KVF_WIRE_BLOCK_ID_LEN,
-			  KVF_WIRE_BLOCK_ID_LEN), ids[3 + i]);
+	EQ(DOC(b, ROOM_INFO_CONT_OFFSET), 12);
+	EQ(DOC(b, ROOM_INFO_CONT_LEN), 8);
+	cr_expect_eq(memcmp(b + KVF_WIRE_ROOM_INFO_CONT_INFO_OFF, info + 12, 8), 0);
 
-	/* "total 0 means nblocks": the one-frame encoder writes 0 */
-	kvf_proto_encode_room_info(b, sizeof(b), 1, 2, ids, 4);
+	/* "total 0 means len": an info that fits one frame says 0 */
+	kvf_proto_encode_room_info_part(b, sizeof(b), 1, 2, info, (uint32_t)total, 0, &n);
 	EQ(DOC(b, ROOM_INFO_TOTAL), 0);
 }
 
@@ -280,26 +328,42 @@ Test(wire_doc, immediate_bits)
 
 Test(wire_doc, frames_built_from_the_doc_decode_in_kvferry)
 {
-	struct kw_hello_buf hb = {.addr = 0x7000, .block_size = 512, .rkey = 0x99};
-	uint32_t ids[3] = {5, 6, 1000};
+	struct kw_hello_buf hb[2] = {{.addr = 0x7000, .item_size = 512, .rkey = 0x99},
+				     {.addr = 0x9000, .item_size = 8, .rkey = 0x9a}};
+	struct kw_region kr[2] = {{"kv", 0, 4096, 1, &hb[0]}, {"aux", 5, 64, 1, &hb[1]}};
+	uint32_t ids[3] = {5, 6, 1000}, aux = 63;
+	struct kw_list kl[2] = {{0, 3, ids}, {5, 1, &aux}};
+	struct kvf_room_reasm ra = {0};
+	struct kvf_reasm_drop drop;
+	struct kvf_peer_info *pi = NULL;
+	struct kvf_hello_region r;
 	struct kvf_frame f;
-	uint8_t b[256];
+	uint8_t b[512];
 	char why[200];
 	size_t len;
 
-	len = kw_encode_hello(b, sizeof(b), "doc-peer", 4096, &hb, 1);
+	len = kw_encode_hello(b, sizeof(b), "doc-peer", kr, 2);
 	cr_assert_eq(kvf_proto_decode(b, len, &lim, &f, NULL, why, sizeof(why)), 0, "%s", why);
 	cr_expect_eq(f.type, KVF_FR_HELLO);
 	cr_expect_str_eq(f.hello.engine_id, "doc-peer");
-	cr_expect_eq(f.hello.nblocks, 4096);
+	cr_expect_eq(f.hello.nregions, 2);
+	kvf_proto_hello_region(&f, 1, &r);
+	cr_expect_str_eq(r.name, "aux");
+	cr_expect_eq(r.nitems, 64);
 
-	len = kw_encode_room_info(b, sizeof(b), 0x77, kw_recv_handle(3, 9), ids, 3);
+	len = kw_encode_room_info(b, sizeof(b), 0x77, kw_recv_handle(3, 9), kl, 2, "pfx=7", 5);
 	cr_assert_eq(kvf_proto_decode(b, len, &lim, &f, NULL, why, sizeof(why)), 0, "%s", why);
 	cr_expect_eq(f.type, KVF_FR_ROOM_INFO);
 	cr_expect_eq(f.room_id, 0x77);
 	cr_expect_eq(f.room_info.recv_handle, (uint64_t)9 << 32 | 3);
-	cr_expect_eq(f.room_info.total, 3);
-	cr_expect_eq(kvf_proto_block(&f, 2), 1000);
+	cr_assert_eq(kvf_proto_reasm_feed(&ra, &f, &lim, 0, &pi, &drop, why, sizeof(why)), 1,
+		     "%s", why);
+	cr_expect_eq(pi->nids, 4);
+	cr_expect_eq(pi->ids[2], 1000);
+	cr_expect_str_eq(pi->lists[1].name, "aux");
+	cr_expect_eq(pi->ids[3], 63);
+	cr_expect_eq(memcmp(pi->user, "pfx=7", 5), 0);
+	free(pi);
 
 	len = kw_encode_abort(b, sizeof(b), 0x78, KVF_WIRE_ROLE_SENDER, KVF_WIRE_REASON_DEADLINE);
 	cr_assert_eq(kvf_proto_decode(b, len, &lim, &f, NULL, why, sizeof(why)), 0, "%s", why);
@@ -335,7 +399,8 @@ Test(wire_doc, connect_data_built_from_the_doc_decodes_in_kvferry)
 
 Test(wire_doc, kvferry_frames_decode_with_the_doc)
 {
-	struct kvf_hello_buf hb = {.addr = 0x8000, .block_size = 64, .rkey = 7};
+	struct kvf_hello_buf hb = {.addr = 0x8000, .item_size = 64, .rkey = 7};
+	struct kvf_hello_region hr = {.name = "kv", .id = 0, .nitems = 100, .nbufs = 1};
 	struct kvf_cm_hello h = {.version = KVF_PROTO_VERSION, .frame_max = 28672,
 				 .engine_id = "prefill-1"};
 	struct kw_frame f;
@@ -344,12 +409,12 @@ Test(wire_doc, kvferry_frames_decode_with_the_doc)
 	char why[200];
 	int len;
 
-	len = kvf_proto_encode_hello(b, sizeof(b), "prefill-1", 100, &hb, 1);
+	len = kvf_proto_encode_hello(b, sizeof(b), "prefill-1", &hr, 1, &hb);
 	cr_assert_eq(kw_decode(b, (size_t)len, &f, why, sizeof(why)), 0, "%s", why);
 	cr_expect_eq(f.type, KVF_WIRE_FR_HELLO);
 	cr_expect_str_eq(f.engine_id, "prefill-1");
+	cr_expect_eq(f.nregions, 1);
 	cr_expect_eq(f.nbufs, 1);
-	cr_expect_eq(f.nblocks, 100);
 	len = kvf_proto_encode_abort(b, sizeof(b), 0x99, KVF_RECEIVER, KVF_FAIL_BAD_FRAME);
 	cr_assert_eq(kw_decode(b, (size_t)len, &f, why, sizeof(why)), 0, "%s", why);
 	cr_expect_eq(f.type, KVF_WIRE_FR_ABORT);
