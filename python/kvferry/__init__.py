@@ -4,8 +4,9 @@
 The binding of include/kvferry/kvferry.h (the extension module _kvferry):
 
     eng = kvferry.Engine(overrides={"rdma.device": "mlx5_0", "rdma.listen_port": 0})
-    eng.register_pool(buffers, block_sizes, nblocks)
+    kv = eng.register_region("kv", buffers, item_sizes, nitems)   # or register_pool
     room = eng.sender(room_id)          # or eng.receiver(room_id, "host:port")
+    room.send_chunk([(kv, dst_offset, src_pages)], last=...)    # receiver: init_regions
     ... eng.progress() once per scheduler iteration; room.poll() ...
 
 An engine is used from the thread that opened it (WrongThreadError
@@ -19,6 +20,9 @@ import logging
 
 from . import _kvferry
 from ._kvferry import (
+    MAX_REGIONS,
+    REGION_NAME_MAX,
+    USER_DATA_MAX,
     Engine,
     Failure,
     KVFerryError,
@@ -29,6 +33,9 @@ from ._kvferry import (
 )
 
 __all__ = [
+    "MAX_REGIONS",
+    "REGION_NAME_MAX",
+    "USER_DATA_MAX",
     "Engine",
     "Failure",
     "KVFerryError",

@@ -82,7 +82,8 @@ typedef struct {
 	PyObject_HEAD
 	kvf_engine *eng;
 	unsigned long owner; /* PyThread_get_thread_ident() of the opener */
-	PyObject *keep;      /* memoryviews of the registered buffer objects */
+	PyObject *keep;      /* memoryviews of the pool's buffer objects */
+	PyObject *regions;   /* region id -> memoryviews of its buffer objects */
 	PyObject *weakrefs;
 } EngineObject;
 
@@ -285,13 +286,12 @@ static int engine_init(EngineObject *self, PyObject *args, PyObject *kw)
 	self->eng = eng;
 	self->owner = PyThread_get_thread_ident();
 	self->keep = PyList_New(0);
-	if (!self->keep)
-		goto out;
+	self->regions = PyDict_New();
 out:
 	PyMem_Free(strs);
 	Py_XDECREF(list);
 	Py_XDECREF(path_bytes);
-	return self->eng && self->keep ? 0 : -1;
+	return self->eng && self->keep && self->regions ? 0 : -1;
 }
 
 /* Close from any thread (kvferry.h allows it): the pointer is cleared
@@ -308,6 +308,7 @@ static void engine_do_close(EngineObject *self)
 	}
 	/* Only now may the registered buffers go. */
 	Py_CLEAR(self->keep);
+	Py_CLEAR(self->regions);
 }
 
 static PyObject *engine_close(EngineObject *self, PyObject *unused)
@@ -328,6 +329,7 @@ static void engine_dealloc(EngineObject *self)
 static int engine_traverse(EngineObject *self, visitproc visit, void *arg)
 {
 	Py_VISIT(self->keep);
+	Py_VISIT(self->regions);
 	return 0;
 }
 
@@ -359,9 +361,8 @@ static PyObject *engine_listen_addr(EngineObject *self, PyObject *unused)
 
 /* A registered buffer's address: an int (what torch's data_ptr() gives),
  * or an object with the buffer protocol, writable and contiguous, at least
- * need bytes long, whose export is kept until the engine closes. */
-static int buffer_address(EngineObject *self, PyObject *o, Py_ssize_t i, uint64_t need,
-			  void **addr)
+ * need bytes long, whose export (a memoryview) goes into keep. */
+static int buffer_address(PyObject *keep, PyObject *o, Py_ssize_t i, uint64_t need, void **addr)
 {
 	PyObject *mv;
 	Py_buffer *v;
@@ -397,11 +398,11 @@ static int buffer_address(EngineObject *self, PyObject *o, Py_ssize_t i, uint64_
 		goto fail;
 	}
 	if (v->len <= 0 || (uint64_t)v->len < need) {
-		PyErr_Format(PyExc_ValueError, "buffer %zd: %zd bytes, the pool needs %llu", i,
-			     v->len, (unsigned long long)need);
+		PyErr_Format(PyExc_ValueError, "buffer %zd: %zd bytes, %llu needed", i, v->len,
+			     (unsigned long long)need);
 		goto fail;
 	}
-	if (PyList_Append(self->keep, mv) < 0)
+	if (PyList_Append(keep, mv) < 0)
 		goto fail;
 	*addr = v->buf;
 	Py_DECREF(mv);
@@ -411,14 +412,92 @@ fail:
 	return -1;
 }
 
+/* The buffers of a pool or region: addresses and item sizes (one int for
+ * all, or one per buffer), each buffer at least nitems items long. The
+ * exports of buffer objects go into *keep (a new list): the caller keeps it
+ * while the memory is registered. */
+struct bufset {
+	uint32_t n;
+	void **addr;
+	uint64_t *size;
+	PyObject *keep;
+};
+
+static void bufset_put(struct bufset *b)
+{
+	PyMem_Free(b->addr);
+	PyMem_Free(b->size);
+	Py_XDECREF(b->keep);
+}
+
+static int bufset_get(PyObject *bufs_obj, PyObject *sizes_obj, uint32_t nitems, struct bufset *b)
+{
+	PyObject *bufs, *sizes = NULL;
+	Py_ssize_t n;
+	int rc = -1;
+
+	memset(b, 0, sizeof(*b));
+	bufs = PySequence_Fast(bufs_obj, "buffers must be a sequence (of int addresses or arrays)");
+	if (!bufs)
+		return -1;
+	n = PySequence_Fast_GET_SIZE(bufs);
+	if (n == 0 || n > UINT32_MAX) {
+		PyErr_SetString(PyExc_ValueError, "buffers: at least one buffer");
+		goto out;
+	}
+	b->n = (uint32_t)n;
+	b->addr = PyMem_Calloc((size_t)n, sizeof(*b->addr));
+	b->size = PyMem_Calloc((size_t)n, sizeof(*b->size));
+	b->keep = PyList_New(0);
+	if (!b->addr || !b->size || !b->keep) {
+		if (!PyErr_Occurred())
+			PyErr_NoMemory();
+		goto out;
+	}
+	if (PyLong_Check(sizes_obj)) { /* one item size for every buffer */
+		unsigned long long v = PyLong_AsUnsignedLongLong(sizes_obj);
+
+		if (PyErr_Occurred())
+			goto out;
+		for (Py_ssize_t i = 0; i < n; i++)
+			b->size[i] = v;
+	} else {
+		sizes = PySequence_Fast(sizes_obj, "sizes must be an int or a sequence of ints");
+		if (!sizes)
+			goto out;
+		if (PySequence_Fast_GET_SIZE(sizes) != n) {
+			PyErr_Format(PyExc_ValueError, "%zd buffers but %zd item sizes", n,
+				     PySequence_Fast_GET_SIZE(sizes));
+			goto out;
+		}
+		for (Py_ssize_t i = 0; i < n; i++) {
+			b->size[i] = PyLong_AsUnsignedLongLong(PySequence_Fast_GET_ITEM(sizes, i));
+			if (PyErr_Occurred())
+				goto out;
+		}
+	}
+	for (Py_ssize_t i = 0; i < n; i++) {
+		if (!b->size[i]) {
+			PyErr_Format(PyExc_ValueError, "buffer %zd: item size 0", i);
+			goto out;
+		}
+		if (buffer_address(b->keep, PySequence_Fast_GET_ITEM(bufs, i), i,
+				   b->size[i] * (uint64_t)nitems, &b->addr[i]) < 0)
+			goto out;
+	}
+	rc = 0;
+out:
+	Py_DECREF(bufs);
+	Py_XDECREF(sizes);
+	return rc;
+}
+
 static PyObject *engine_register_pool(EngineObject *self, PyObject *args, PyObject *kw)
 {
 	static char *kwlist[] = { "buffers", "block_sizes", "nblocks", NULL };
-	PyObject *bufs_obj, *sizes_obj, *bufs = NULL, *sizes = NULL, *ret = NULL;
-	Py_ssize_t nkeep = 0, n;
+	PyObject *bufs_obj, *sizes_obj, *ret = NULL;
 	unsigned int nblocks;
-	uint64_t *bs = NULL;
-	void **addr = NULL;
+	struct bufset b;
 	int rc;
 
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "OOI:register_pool", kwlist, &bufs_obj,
@@ -426,67 +505,80 @@ static PyObject *engine_register_pool(EngineObject *self, PyObject *args, PyObje
 		return NULL;
 	if (engine_usable(self) < 0)
 		return NULL;
-	nkeep = PyList_GET_SIZE(self->keep);
-	bufs = PySequence_Fast(bufs_obj, "buffers must be a sequence (of int addresses or arrays)");
-	if (!bufs)
-		return NULL;
-	n = PySequence_Fast_GET_SIZE(bufs);
-	if (n == 0 || n > UINT32_MAX) {
-		PyErr_SetString(PyExc_ValueError, "buffers: at least one buffer");
+	if (bufset_get(bufs_obj, sizes_obj, nblocks, &b) < 0)
 		goto out;
-	}
-	addr = PyMem_Calloc((size_t)n, sizeof(*addr));
-	bs = PyMem_Calloc((size_t)n, sizeof(*bs));
-	if (!addr || !bs) {
-		PyErr_NoMemory();
-		goto out;
-	}
-	if (PyLong_Check(sizes_obj)) { /* one block size for every buffer */
-		unsigned long long b = PyLong_AsUnsignedLongLong(sizes_obj);
-
-		if (PyErr_Occurred())
-			goto out;
-		for (Py_ssize_t i = 0; i < n; i++)
-			bs[i] = b;
-	} else {
-		sizes = PySequence_Fast(sizes_obj, "block_sizes must be an int or a sequence of ints");
-		if (!sizes)
-			goto out;
-		if (PySequence_Fast_GET_SIZE(sizes) != n) {
-			PyErr_Format(PyExc_ValueError, "%zd buffers but %zd block sizes", n,
-				     PySequence_Fast_GET_SIZE(sizes));
-			goto out;
-		}
-		for (Py_ssize_t i = 0; i < n; i++) {
-			bs[i] = PyLong_AsUnsignedLongLong(PySequence_Fast_GET_ITEM(sizes, i));
-			if (PyErr_Occurred())
-				goto out;
-		}
-	}
-	for (Py_ssize_t i = 0; i < n; i++) {
-		if (!bs[i]) {
-			PyErr_Format(PyExc_ValueError, "buffer %zd: block size 0", i);
-			goto out;
-		}
-		if (buffer_address(self, PySequence_Fast_GET_ITEM(bufs, i), i,
-				   bs[i] * (uint64_t)nblocks, &addr[i]) < 0)
-			goto out;
-	}
-	rc = kvf_pool_register(self->eng, (uint32_t)n, addr, bs, nblocks);
+	rc = kvf_pool_register(self->eng, b.n, b.addr, b.size, nblocks);
 	if (rc) {
 		raise_rc(rc, "register_pool", NULL);
 		goto out;
 	}
-	nkeep = -1; /* registered: the exports stay */
+	/* registered: the exports stay until close */
+	if (PyList_SetSlice(self->keep, PyList_GET_SIZE(self->keep), PyList_GET_SIZE(self->keep),
+			    b.keep) < 0)
+		goto out;
 	ret = Py_NewRef(Py_None);
 out:
-	if (nkeep >= 0 && self->keep)
-		PyList_SetSlice(self->keep, nkeep, PyList_GET_SIZE(self->keep), NULL);
-	PyMem_Free(addr);
-	PyMem_Free(bs);
-	Py_XDECREF(bufs);
-	Py_XDECREF(sizes);
+	bufset_put(&b);
 	return ret;
+}
+
+static PyObject *engine_register_region(EngineObject *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "name", "buffers", "item_sizes", "nitems", NULL };
+	struct kvf_region_desc d = KVF_REGION_DESC_INIT;
+	PyObject *bufs_obj, *sizes_obj, *key = NULL, *ret = NULL;
+	const char *name;
+	unsigned int nitems;
+	uint32_t region;
+	struct bufset b;
+	int rc;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "sOOI:register_region", kwlist, &name,
+					 &bufs_obj, &sizes_obj, &nitems))
+		return NULL;
+	if (engine_usable(self) < 0)
+		return NULL;
+	if (bufset_get(bufs_obj, sizes_obj, nitems, &b) < 0)
+		goto out;
+	d.nbufs = b.n;
+	d.name = name;
+	d.nitems = nitems;
+	d.bufs = b.addr;
+	d.item_size = b.size;
+	rc = kvf_region_register(self->eng, &d, &region);
+	if (rc) {
+		raise_rc(rc, "register_region", NULL);
+		goto out;
+	}
+	/* this region's exports, dropped when it is unregistered */
+	key = PyLong_FromUnsignedLong(region);
+	if (!key || PyDict_SetItem(self->regions, key, b.keep) < 0)
+		goto out;
+	ret = Py_NewRef(key);
+out:
+	Py_XDECREF(key);
+	bufset_put(&b);
+	return ret;
+}
+
+static PyObject *engine_unregister_region(EngineObject *self, PyObject *arg)
+{
+	unsigned long region = PyLong_AsUnsignedLong(arg);
+	int rc;
+
+	if (PyErr_Occurred() || engine_usable(self) < 0)
+		return NULL;
+	if (region > UINT32_MAX) {
+		PyErr_SetString(PyExc_OverflowError, "region id out of range");
+		return NULL;
+	}
+	rc = kvf_region_unregister(self->eng, (uint32_t)region);
+	if (rc)
+		return raise_rc(rc, "unregister_region", NULL);
+	/* the memory is the caller's again */
+	if (PyDict_DelItem(self->regions, arg) < 0)
+		PyErr_Clear(); /* registered by address only: nothing was kept */
+	Py_RETURN_NONE;
 }
 
 static PyObject *room_new_obj(EngineObject *e, kvf_room h, uint64_t id, int role)
@@ -739,6 +831,13 @@ static PyMethodDef engine_methods[] = {
 	  "register_pool(buffers, block_sizes, nblocks): the KV pool, once, before any room. "
 	  "buffers: int addresses or writable contiguous buffer objects (kept until close); "
 	  "block_sizes: one int or one per buffer." },
+	{ "register_region", (PyCFunction)(void (*)(void))engine_register_region,
+	  METH_VARARGS | METH_KEYWORDS,
+	  "register_region(name, buffers, item_sizes, nitems) -> region id: a named index "
+	  "space (kv pages, aux rows, state slots) matched with the peer's by name. buffers "
+	  "as register_pool's (objects kept until unregistered or closed)." },
+	{ "unregister_region", (PyCFunction)engine_unregister_region, METH_O,
+	  "unregister_region(region): KVFerryError EBUSY while a live room uses it." },
 	{ "sender", (PyCFunction)engine_sender, METH_O, "sender(room_id) -> Room (prefill side)" },
 	{ "receiver", (PyCFunction)(void (*)(void))engine_receiver, METH_VARARGS | METH_KEYWORDS,
 	  "receiver(room_id, peer=None) -> Room (decode side); peer 'host:port' of the prefill" },
@@ -985,6 +1084,200 @@ static PyObject *room_send(RoomObject *self, PyObject *arg)
 	return room_blocks_call(self, arg, KVF_SENDER, "send", kvf_sender_send);
 }
 
+/* A region id from Python. */
+static int region_id(PyObject *o, uint32_t *out)
+{
+	unsigned long v = PyLong_AsUnsignedLong(o);
+
+	if (v == (unsigned long)-1 && PyErr_Occurred())
+		return -1;
+	if (v > UINT32_MAX) {
+		PyErr_SetString(PyExc_OverflowError, "region id out of range");
+		return -1;
+	}
+	*out = (uint32_t)v;
+	return 0;
+}
+
+/* Receiver: one index list per region, {region: indices} or a sequence of
+ * (region, indices) pairs, and up to KVF_USER_DATA_MAX bytes for the
+ * sender (any bytes-like object). */
+static PyObject *room_init_regions(RoomObject *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "lists", "user_data", NULL };
+	struct kvf_index_list lists[KVF_MAX_REGIONS];
+	struct idx x[KVF_MAX_REGIONS];
+	PyObject *lists_obj, *user_obj = Py_None, *items = NULL, *ret = NULL;
+	Py_buffer user = { 0 };
+	Py_ssize_t n = 0, done = 0;
+	int rc;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:init_regions", kwlist, &lists_obj,
+					 &user_obj))
+		return NULL;
+	if (room_usable(self) < 0)
+		return NULL;
+	if (self->role != KVF_RECEIVER) {
+		PyErr_Format(PyExc_TypeError, "init_regions() is for receiver rooms; room %#" PRIx64
+			     " is a sender", self->id);
+		return NULL;
+	}
+	items = PyDict_Check(lists_obj) ? PyDict_Items(lists_obj)
+					: PySequence_List(lists_obj);
+	if (!items)
+		return NULL;
+	n = PyList_GET_SIZE(items);
+	if (n == 0 || n > KVF_MAX_REGIONS) {
+		PyErr_Format(PyExc_ValueError, "init_regions: %zd lists, 1 to %d", n,
+			     KVF_MAX_REGIONS);
+		goto out;
+	}
+	if (user_obj != Py_None && PyObject_GetBuffer(user_obj, &user, PyBUF_SIMPLE) < 0)
+		goto out;
+	for (; done < n; done++) {
+		PyObject *it = PyList_GET_ITEM(items, done), *r, *l;
+
+		if (!PyTuple_Check(it) || PyTuple_GET_SIZE(it) != 2) {
+			PyErr_Format(PyExc_TypeError, "init_regions: list %zd is not a (region, "
+				     "indices) pair", done);
+			goto out;
+		}
+		r = PyTuple_GET_ITEM(it, 0);
+		l = PyTuple_GET_ITEM(it, 1);
+		if (region_id(r, &lists[done].region) < 0)
+			goto out;
+		if (idx_get(l, &x[done]) < 0) {
+			idx_put(&x[done]);
+			goto out;
+		}
+		lists[done].n = x[done].n;
+		lists[done].items = x[done].v;
+	}
+	if (user.len > UINT32_MAX) {
+		PyErr_SetString(PyExc_ValueError, "user_data too long");
+		goto out;
+	}
+	rc = kvf_receiver_init_regions(self->engine->eng, self->h, lists, (uint32_t)n,
+				       user.buf, (uint32_t)user.len);
+	if (rc) {
+		raise_rc(rc, "init_regions", self);
+		goto out;
+	}
+	ret = Py_NewRef(Py_None);
+out:
+	for (Py_ssize_t i = 0; i < done; i++)
+		idx_put(&x[i]);
+	if (user.obj)
+		PyBuffer_Release(&user);
+	Py_DECREF(items);
+	return ret;
+}
+
+static int sender_only(RoomObject *self, const char *what)
+{
+	if (room_usable(self) < 0)
+		return -1;
+	if (self->role != KVF_SENDER) {
+		PyErr_Format(PyExc_TypeError, "%s() is for sender rooms; room %#" PRIx64
+			     " is a receiver", what, self->id);
+		return -1;
+	}
+	return 0;
+}
+
+static PyObject *room_peer_count(RoomObject *self, PyObject *arg)
+{
+	uint32_t region, count;
+	int rc;
+
+	if (sender_only(self, "peer_count") < 0 || region_id(arg, &region) < 0)
+		return NULL;
+	rc = kvf_sender_peer_count(self->engine->eng, self->h, region, &count);
+	if (rc)
+		return raise_rc(rc, "peer_count", self);
+	return PyLong_FromUnsignedLong(count);
+}
+
+static PyObject *room_user_data(RoomObject *self, PyObject *unused)
+{
+	char buf[KVF_USER_DATA_MAX];
+	uint32_t len = 0;
+	int rc;
+
+	if (sender_only(self, "user_data") < 0)
+		return NULL;
+	rc = kvf_sender_user_data(self->engine->eng, self->h, buf, sizeof(buf), &len);
+	if (rc)
+		return raise_rc(rc, "user_data", self);
+	return PyBytes_FromStringAndSize(buf, len < sizeof(buf) ? len : sizeof(buf));
+}
+
+/* Sender: one chunk, a sequence of (region, dst_offset, src_indices) parts
+ * (empty for a LAST chunk that carries nothing), last=True for the LAST. */
+static PyObject *room_send_chunk(RoomObject *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "parts", "last", NULL };
+	struct kvf_chunk_part parts[KVF_MAX_REGIONS];
+	struct idx x[KVF_MAX_REGIONS];
+	PyObject *parts_obj, *seq, *ret = NULL;
+	Py_ssize_t n, done = 0;
+	int last = 0, rc;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|p:send_chunk", kwlist, &parts_obj, &last))
+		return NULL;
+	if (sender_only(self, "send_chunk") < 0)
+		return NULL;
+	seq = PySequence_Fast(parts_obj, "send_chunk: parts is a sequence of "
+				    "(region, dst_offset, src_indices)");
+	if (!seq)
+		return NULL;
+	n = PySequence_Fast_GET_SIZE(seq);
+	if (n > KVF_MAX_REGIONS) {
+		PyErr_Format(PyExc_ValueError, "send_chunk: %zd parts, at most %d", n,
+			     KVF_MAX_REGIONS);
+		goto out;
+	}
+	for (; done < n; done++) {
+		PyObject *it = PySequence_Fast_GET_ITEM(seq, done);
+		unsigned long off;
+
+		if (!PyTuple_Check(it) || PyTuple_GET_SIZE(it) != 3) {
+			PyErr_Format(PyExc_TypeError, "send_chunk: part %zd is not a (region, "
+				     "dst_offset, src_indices) tuple", done);
+			goto out;
+		}
+		if (region_id(PyTuple_GET_ITEM(it, 0), &parts[done].region) < 0)
+			goto out;
+		off = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(it, 1));
+		if (off == (unsigned long)-1 && PyErr_Occurred())
+			goto out;
+		if (off > UINT32_MAX) {
+			PyErr_Format(PyExc_OverflowError, "send_chunk: part %zd: dst_offset out "
+				     "of range", done);
+			goto out;
+		}
+		parts[done].dst_offset = (uint32_t)off;
+		if (idx_get(PyTuple_GET_ITEM(it, 2), &x[done]) < 0) {
+			idx_put(&x[done]);
+			goto out;
+		}
+		parts[done].n = x[done].n;
+		parts[done].src = x[done].v;
+	}
+	rc = kvf_sender_send_chunk(self->engine->eng, self->h, n ? parts : NULL, (uint32_t)n,
+				   last ? KVF_SEND_LAST : 0);
+	if (rc) {
+		raise_rc(rc, "send_chunk", self);
+		goto out;
+	}
+	ret = Py_NewRef(Py_None);
+out:
+	for (Py_ssize_t i = 0; i < done; i++)
+		idx_put(&x[i]);
+	Py_DECREF(seq);
+	return ret;
+}
+
 static PyObject *room_poll(RoomObject *self, PyObject *unused)
 {
 	int st;
@@ -1188,7 +1481,20 @@ static PyMethodDef room_methods[] = {
 	{ "init", (PyCFunction)room_init, METH_O,
 	  "Receiver: the destination block ids (int32 array used in place); sends ROOM_INFO." },
 	{ "send", (PyCFunction)room_send, METH_O,
-	  "Sender: the source block ids, in the order of the receiver's." },
+	  "Sender: the source block ids of region 'kv', in the order of the receiver's, "
+	  "as one LAST chunk." },
+	{ "init_regions", (PyCFunction)(void (*)(void))room_init_regions,
+	  METH_VARARGS | METH_KEYWORDS,
+	  "Receiver: init_regions({region: indices, ...}, user_data=b'') sends ROOM_INFO "
+	  "with one destination list per region and opaque bytes for the sender." },
+	{ "peer_count", (PyCFunction)room_peer_count, METH_O,
+	  "Sender: how many items the receiver's list has for this region." },
+	{ "user_data", (PyCFunction)room_user_data, METH_NOARGS,
+	  "Sender: the receiver's user data (bytes)." },
+	{ "send_chunk", (PyCFunction)(void (*)(void))room_send_chunk,
+	  METH_VARARGS | METH_KEYWORDS,
+	  "Sender: send_chunk([(region, dst_offset, src_indices), ...], last=False): one "
+	  "chunk as it comes; the last=True one completes the room." },
 	{ "poll", (PyCFunction)room_poll, METH_NOARGS, "The state (int, as kvferry.Poll)." },
 	{ "abort", (PyCFunction)room_abort, METH_NOARGS,
 	  "Fail the room now and tell the peer; idempotent on a terminal room." },
@@ -1290,7 +1596,10 @@ PyMODINIT_FUNC PyInit__kvferry(void)
 		goto fail;
 	if (add_int(m, "FAILED", KVF_FAILED) || add_int(m, "BOOTSTRAPPING", KVF_BOOTSTRAPPING) ||
 	    add_int(m, "WAITING_FOR_INPUT", KVF_WAITING_FOR_INPUT) ||
-	    add_int(m, "TRANSFERRING", KVF_TRANSFERRING) || add_int(m, "SUCCESS", KVF_SUCCESS))
+	    add_int(m, "TRANSFERRING", KVF_TRANSFERRING) || add_int(m, "SUCCESS", KVF_SUCCESS) ||
+	    add_int(m, "USER_DATA_MAX", KVF_USER_DATA_MAX) ||
+	    add_int(m, "REGION_NAME_MAX", KVF_REGION_NAME_MAX) ||
+	    add_int(m, "MAX_REGIONS", KVF_MAX_REGIONS))
 		goto fail;
 	return m;
 fail:

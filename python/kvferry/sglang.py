@@ -14,14 +14,16 @@ sender's or receiver's poll() calls it too when it has not run for
 progress_interval_s, so an unpatched event loop still moves (and keeps the
 heartbeats going).
 
-What this module moves today, on the single-pool API (kvf_pool_register,
-kvf_receiver_init, kvf_sender_send): the KV pages, as one pool whose
-blocks are SGLang's pages, in one send when the last chunk is handed over.
-Aux rows (the metadata buffers: first output token, logprobs), state
-indices and decode_prefix_len need the region API of issue 8
-(kvf_region_register, kvf_receiver_init_regions, kvf_sender_send_chunk):
-until the library has it, a manager given aux or state buffers refuses to
-start (KVFerryUnsupported) rather than hand decode a request without them.
+What moves: three kinds of regions (kvf_region_register), matched with the
+peer's by name: "kv" (the KV buffers, an item = one page), "aux" (the
+metadata buffers, an item = one request's row: first output token,
+logprobs) and, for hybrid models, one "state<k>" per state type (an item =
+one request's state slot). The decode's send_metadata() is one ROOM_INFO
+with a list per region and decode_prefix_len as user data; each send() of
+a chunked prefill posts that chunk's pages at once (kvf_sender_send_chunk),
+and the last one carries the aux row and the state slots. A decode that
+holds a prefix of the request already asks for fewer pages than the
+prefill has: the sender skips the first ones (the difference).
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ import dataclasses
 import json
 import logging
 import os
+import struct
 import threading
 import time
 import urllib.error
@@ -102,10 +105,6 @@ except ImportError:
     KVTransferMetric = None  # type: ignore
 
 
-class KVFerryUnsupported(RuntimeError):
-    """Asked for something this kvferry cannot move yet (see the module doc)."""
-
-
 class KVTransferError(Exception):
     """A request's transfer failed: raised by failure_exception()."""
 
@@ -162,6 +161,19 @@ def engine_overrides(mode: str, kv_args: Any, env: Optional[Dict[str, str]] = No
     return out
 
 
+# The receiver's user data: decode_prefix_len, little-endian u64.
+USER_DATA = struct.Struct("<Q")
+
+
+def _state_groups(x: Any) -> List[List[Any]]:
+    """SGLang's state fields are one list per state type (newer) or one flat
+    list (older, one type): as a list of groups."""
+    x = list(x or [])
+    if x and not isinstance(x[0], (list, tuple, np.ndarray)):
+        return [x]
+    return [list(g) for g in x]
+
+
 def _nitems(lens: List[int], item_lens: List[int], what: str) -> int:
     counts = {int(n) // int(i) for n, i in zip(lens, item_lens)}
     if len(counts) != 1 or 0 in counts:
@@ -179,29 +191,45 @@ class KVFerryKVManager(BaseKVManager):
         self.mode = _mode_name(disaggregation_mode)
         self.server_args = server_args
         self.is_mla_backend = bool(is_mla_backend)
-        if any(getattr(args, "aux_data_ptrs", None) or []) or any(
-                getattr(args, "state_data_ptrs", None) or []):
-            raise KVFerryUnsupported(
-                "aux and state buffers need kvferry's region API (issue 8), not in this "
-                "build: only the KV pool can be moved")
         self.engine = kvferry.Engine(
             config_path if config_path is not None else os.environ.get("KVFERRY_CONFIG"),
             overrides=(overrides if overrides is not None
                        else engine_overrides(self.mode, args)))
         self.page_bytes = [int(x) for x in args.kv_item_lens]
         self.num_pages = _nitems(args.kv_data_lens, args.kv_item_lens, "kv buffers")
-        self.engine.register_pool([int(p) for p in args.kv_data_ptrs], self.page_bytes,
-                                  self.num_pages)
+        self.kv_region = self._region("kv", args.kv_data_ptrs, args.kv_data_lens,
+                                      args.kv_item_lens)
+        self.aux_region = None
+        if getattr(args, "aux_data_ptrs", None):
+            self.aux_region = self._region("aux", args.aux_data_ptrs, args.aux_data_lens,
+                                           args.aux_item_lens)
+        types = list(getattr(args, "state_types", None) or [])
+        self.state_regions = []
+        for k, (ptrs, lens, items) in enumerate(zip(
+                _state_groups(getattr(args, "state_data_ptrs", None)),
+                _state_groups(getattr(args, "state_data_lens", None)),
+                _state_groups(getattr(args, "state_item_lens", None)))):
+            name = f"state-{getattr(types[k], 'value', types[k])}" if k < len(types) else f"state{k}"
+            self.state_regions.append(self._region(name[:kvferry.REGION_NAME_MAX], ptrs, lens,
+                                                   items))
         self.progress_interval_ns = int(progress_interval_s * 1e9)
         self._last_progress_ns = 0
         # rooms cleared while not yet quiescent: released by a later progress()
-        self._parked: Dict[Tuple[str, int], Tuple[kvferry.Room, Optional[np.ndarray]]] = {}
-        # page_release_hook(bootstrap_room, kv_indices): called when a parked
+        self._parked: Dict[Tuple[str, int], Tuple[kvferry.Room, Any]] = {}
+        # page_release_hook(receiver): called when a parked receiver's room is
+        # released: its kv_indices, aux_index and state_indices may be reused
         # room's pages may be reused (docs/sglang.md, "Failed rooms")
-        self.page_release_hook: Optional[Callable[[int, Optional[np.ndarray]], None]] = None
+        self.page_release_hook: Optional[Callable[[Any], None]] = None
         self._routes: Dict[Tuple[str, int, int], str] = {}
-        log.info("kvferry %s rank %s: %d pages x %d buffers", self.mode,
-                 getattr(args, "engine_rank", 0), self.num_pages, len(self.page_bytes))
+        log.info("kvferry %s rank %s: %d pages x %d buffers, aux %s, %d state regions",
+                 self.mode, getattr(args, "engine_rank", 0), self.num_pages,
+                 len(self.page_bytes), "yes" if self.aux_region is not None else "no",
+                 len(self.state_regions))
+
+    def _region(self, name: str, ptrs: List[int], lens: List[int], items: List[int]) -> int:
+        n = _nitems(lens, items, f"{name} buffers")
+        return self.engine.register_region(name, [int(p) for p in ptrs],
+                                           [int(i) for i in items], n)
 
     # ---- driving the engine
     def progress(self) -> int:
@@ -219,19 +247,19 @@ class KVFerryKVManager(BaseKVManager):
             self.progress()
 
     def _release_parked(self) -> None:
-        for key, (room, pages) in list(self._parked.items()):
+        for key, (room, owner) in list(self._parked.items()):
             if room.release():
                 del self._parked[key]
                 log.info("room %#x: quiescent, released after clear()", room.id)
-                if self.page_release_hook is not None:
-                    self.page_release_hook(room.id, pages)
+                if owner is not None and self.page_release_hook is not None:
+                    self.page_release_hook(owner)
 
-    def park(self, room: kvferry.Room, pages: Optional[np.ndarray]) -> bool:
+    def park(self, room: kvferry.Room, owner: Any) -> bool:
         """Release room now if it can be; else keep it for a later progress().
         True when it was released now."""
         if room.release():
             return True
-        self._parked[(room.role, room.id)] = (room, pages)
+        self._parked[(room.role, room.id)] = (room, owner)
         return False
 
     @property
@@ -304,44 +332,76 @@ class KVFerryKVSender(BaseKVSender):
         self.room = mgr.engine.sender(self.bootstrap_room)
         self.num_kv_indices: Optional[int] = None
         self.aux_index: Optional[int] = None
-        self._chunks: List[np.ndarray] = []
-        self._queued = 0
+        self._sent = 0       # pages of the request handed to send() so far
+        self._skip: Optional[int] = None  # leading pages the decode has already
         self._cleared = False
 
     def init(self, num_kv_indices: int, aux_index: Optional[int] = None) -> None:
         self.num_kv_indices = int(num_kv_indices)
         self.aux_index = aux_index
 
+    def _fail(self, why: str) -> None:
+        self.room.abort()
+        raise ValueError(f"room {self.bootstrap_room}: {why}")
+
     def send(self, kv_indices: Any, state_indices: Optional[List] = None,
              token_position_offset: int = 0) -> None:
-        """One chunk of the request's pages, in order. The pages move with the
-        last chunk (the single-pool API posts a room's writes in one call)."""
+        """One chunk of the request's pages, in order: posted now. The last
+        chunk (the pages reach init()'s count) also carries the aux row and
+        the state slots, and completes the room."""
         if self.num_kv_indices is None:
             raise RuntimeError(f"room {self.bootstrap_room}: send() before init()")
-        if state_indices:
-            raise KVFerryUnsupported("state indices need kvferry's region API (issue 8)")
+        mgr = self.kv_mgr
         idx = np.asarray(kv_indices)
-        if idx.size:
-            self._chunks.append(idx)
-            self._queued += int(idx.size)
-        if self._queued > self.num_kv_indices:
-            self.room.abort()
-            raise ValueError(f"room {self.bootstrap_room}: {self._queued} pages sent, "
-                             f"init() said {self.num_kv_indices}")
-        if self._queued == self.num_kv_indices:
-            pages = self._chunks[0] if len(self._chunks) == 1 else np.concatenate(self._chunks)
-            self._chunks = []
-            try:
-                self.room.send(pages)
-            except kvferry.KVFerryError as e:
-                # the room is FAILED and says why; poll() reports it
-                log.warning("room %#x: send failed: %s", self.bootstrap_room, e)
+        pos, n = self._sent, int(idx.size)
+        self._sent += n
+        if self._sent > self.num_kv_indices:
+            self._fail(f"{self._sent} pages sent, init() said {self.num_kv_indices}")
+        try:
+            if self._skip is None:  # the decode's list is known from WaitingForInput on
+                want = self.room.peer_count(mgr.kv_region)
+                if want > self.num_kv_indices:
+                    self._fail(f"the decode asks for {want} pages, the request has "
+                               f"{self.num_kv_indices}")
+                self._skip = self.num_kv_indices - want
+            parts = []
+            first = max(pos, self._skip)
+            if first < pos + n:
+                parts.append((mgr.kv_region, first - self._skip, idx[first - pos:]))
+            last = self._sent == self.num_kv_indices
+            if last:
+                parts += self._last_parts(state_indices)
+            if parts or last:
+                self.room.send_chunk(parts, last=last)
+        except kvferry.KVFerryError as e:
+            # the room is FAILED and says why; poll() reports it
+            log.warning("room %#x: send failed: %s", self.bootstrap_room, e)
+
+    def _last_parts(self, state_indices: Optional[List]) -> List[Tuple[int, int, Any]]:
+        """The aux row and the state slots the decode asked for."""
+        mgr, parts = self.kv_mgr, []
+        if mgr.aux_region is not None and self.aux_index is not None and \
+                self.room.peer_count(mgr.aux_region):
+            parts.append((mgr.aux_region, 0, [int(self.aux_index)]))
+        groups = _state_groups(state_indices)
+        if len(groups) > len(mgr.state_regions):
+            self._fail(f"{len(groups)} state groups, {len(mgr.state_regions)} registered")
+        for region, g in zip(mgr.state_regions, groups):
+            if g and self.room.peer_count(region):
+                parts.append((region, 0, np.asarray(g)))
+        return parts
 
     def pop_decode_prefix_len(self) -> int:
-        return 0  # the decode's prefix length travels in the region API's user data
+        """The decode's decode_prefix_len, from the room's user data."""
+        try:
+            data = self.room.user_data()
+        except kvferry.KVFerryError:
+            return 0  # no ROOM_INFO yet
+        return USER_DATA.unpack(data)[0] if len(data) == USER_DATA.size else 0
 
     def should_send_kv_chunk(self, num_pages: int, last_chunk: bool) -> bool:
-        return num_pages > 0
+        # the last chunk carries the aux row and state even with no page
+        return num_pages > 0 or last_chunk
 
     def poll(self) -> int:
         self.kv_mgr.maybe_progress()
@@ -385,6 +445,8 @@ class KVFerryKVReceiver(BaseKVReceiver):
         self.room: Optional[kvferry.Room] = None
         self.peer: Optional[str] = None
         self.kv_indices: Optional[np.ndarray] = None
+        self.aux_index: Optional[int] = None
+        self.state_indices: Optional[List] = None
         self._failure: Optional[str] = None  # failed before its room existed
         self._cleared = False
         self.pages_deferred = False
@@ -405,17 +467,31 @@ class KVFerryKVReceiver(BaseKVReceiver):
     def send_metadata(self, kv_indices: Any, aux_index: Optional[int] = None,
                       state_indices: Optional[List] = None,
                       decode_prefix_len: Optional[int] = None) -> None:
-        """The destination pages: ROOM_INFO to the prefill rank."""
-        if state_indices or decode_prefix_len:
-            raise KVFerryUnsupported(
-                "state indices and decode_prefix_len need kvferry's region API (issue 8)")
+        """The destination pages, aux row and state slots, and the prefix
+        length: one ROOM_INFO to the prefill rank."""
         if self.room is None:
             if self._failure is None:
                 self._failure = "send_metadata() before init()"
             return
+        mgr = self.kv_mgr
         self.kv_indices = np.asarray(kv_indices)
+        self.aux_index, self.state_indices = aux_index, state_indices
+        lists = {}
+        if self.kv_indices.size:
+            lists[mgr.kv_region] = self.kv_indices
+        if aux_index is not None:
+            if mgr.aux_region is None:
+                raise ValueError("send_metadata: an aux_index, but no aux buffers registered")
+            lists[mgr.aux_region] = [int(aux_index)]
+        groups = _state_groups(state_indices)
+        if len(groups) > len(mgr.state_regions):
+            raise ValueError(f"send_metadata: {len(groups)} state groups, "
+                             f"{len(mgr.state_regions)} registered")
+        for region, g in zip(mgr.state_regions, groups):
+            if len(g):
+                lists[region] = np.asarray(g)
         try:
-            self.room.init(self.kv_indices)
+            self.room.init_regions(lists, USER_DATA.pack(int(decode_prefix_len or 0)))
         except kvferry.KVFerryError as e:
             log.warning("room %#x: init failed: %s", self.bootstrap_room, e)
 
@@ -447,15 +523,15 @@ class KVFerryKVReceiver(BaseKVReceiver):
         """Hand the room back. A failed room that is not yet quiescent (an RDMA
         write may still land in its pages) is kept by the manager and
         released by a later progress(), which then calls
-        manager.page_release_hook(bootstrap_room, kv_indices): until then
-        pages_deferred is True and SGLang must not reuse the pages."""
+        manager.page_release_hook(receiver): until then pages_deferred is True
+        and SGLang must not reuse its kv_indices, aux_index or state_indices."""
         if self._cleared or self.room is None:
             self._cleared = True
             return
         self._cleared = True
         if self.room.poll() not in (KVPoll.Success, KVPoll.Failed):
             self.room.abort()
-        self.pages_deferred = not self.kv_mgr.park(self.room, self.kv_indices)
+        self.pages_deferred = not self.kv_mgr.park(self.room, self)
 
 
 class KVFerryKVBootstrapServer(BaseKVBootstrapServer):

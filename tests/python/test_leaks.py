@@ -163,3 +163,32 @@ def test_engine_open_close_and_register():
             e.register_pool(bufs, 8, 8)
 
     _check(f, bufs[0], n=5_000)
+
+
+def test_region_calls():
+    """register/unregister with buffer objects, init_regions and send_chunk
+    on their error paths, peer_count/user_data before ROOM_INFO."""
+    bufs = [np.zeros(64, dtype=np.uint8)]
+    lists = {0: np.arange(4, dtype=np.int32)}
+    user = bytes(16)
+    with kvferry.Engine() as e:
+        e.register_region("kv", [np.zeros(16 * 8, np.uint8)], 8, 16)
+        s = e.sender(1)
+        r = e.receiver(1, "10.0.0.1:1")
+        try:
+            r.init_regions({0: [99]})  # fails the room: the later calls take ECANCELED
+        except KVFerryError:
+            pass
+        parts = [(0, 0, np.arange(2, dtype=np.int64))]
+
+        def f():
+            reg = e.register_region("aux", bufs, 8, 8)
+            e.unregister_region(reg)
+            for fn in (lambda: r.init_regions(lists, user), lambda: s.send_chunk(parts),
+                       s.user_data, lambda: s.peer_count(0)):
+                try:
+                    fn()
+                except KVFerryError:
+                    pass
+
+        _check(f, e, s, r, bufs[0], lists, user, parts, n=20_000)

@@ -16,17 +16,21 @@ PAGES, PAGE_BYTES, NBUF = 32, 256, 4
 
 
 class Args(ks.KVArgs):
-    def __init__(self, rank=0, aux=False):
+    def __init__(self, rank=0, aux=True, state=True):
         self.bufs = [np.zeros(PAGES * PAGE_BYTES, dtype=np.uint8) for _ in range(NBUF)]
         self.engine_rank = rank
         self.kv_data_ptrs = [b.ctypes.data for b in self.bufs]
         self.kv_data_lens = [b.nbytes for b in self.bufs]
         self.kv_item_lens = [PAGE_BYTES] * NBUF
-        self.aux = np.zeros(64, dtype=np.uint8)
-        self.aux_data_ptrs = [self.aux.ctypes.data] if aux else []
-        self.aux_data_lens = [64] if aux else []
-        self.aux_item_lens = [8] if aux else []
-        self.state_data_ptrs = []
+        self.aux = [np.zeros(64, dtype=np.uint8), np.zeros(128, dtype=np.uint8)]
+        self.aux_data_ptrs = [a.ctypes.data for a in self.aux] if aux else []
+        self.aux_data_lens = [a.nbytes for a in self.aux] if aux else []
+        self.aux_item_lens = [8, 16] if aux else []
+        self.state = [np.zeros(4 * 32, dtype=np.uint8)]
+        self.state_types = ["mamba"] if state else []
+        self.state_data_ptrs = [[a.ctypes.data for a in self.state]] if state else []
+        self.state_data_lens = [[a.nbytes for a in self.state]] if state else []
+        self.state_item_lens = [[32]] if state else []
         self.ib_device = ""
         self.system_dp_rank = 0
 
@@ -48,6 +52,19 @@ def bootstrap():
 def _mgr(mode, **kw):
     # overrides=[]: no transport (no rdma.* key), the room engine alone
     return ks.KVFerryKVManager(Args(**kw), mode, ServerArgs(0), overrides=[])
+
+
+def test_receiver_aux_without_aux_buffers(bootstrap):
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{bootstrap.port}/route", method="PUT",
+        data=json.dumps({"dp_rank": 0, "engine_rank": 0, "addr": "10.9.9.9:1"}).encode())
+    urllib.request.urlopen(req, timeout=10).read()
+    m = _mgr("decode", aux=False, state=False)
+    r = ks.KVReceiver(m, f"127.0.0.1:{bootstrap.port}", 9)
+    r.init(0)
+    with pytest.raises(ValueError, match="no aux buffers"):
+        r.send_metadata(np.arange(2, dtype=np.int32), 3)
+    m.close()
 
 
 def test_interface_names():
@@ -105,9 +122,28 @@ def test_engine_overrides_from_sglang_env():
     assert "rdma.listen_port=0" not in ks.engine_overrides("decode", a, {})
 
 
-def test_manager_refuses_aux_without_region_api():
-    with pytest.raises(ks.KVFerryUnsupported, match="region API"):
-        _mgr("prefill", aux=True)
+def test_manager_registers_kv_aux_and_state_regions():
+    m = _mgr("prefill")
+    assert len({m.kv_region, m.aux_region, *m.state_regions}) == 3
+    assert len(m.state_regions) == 1
+    # flat (older SGLang) state fields are one group
+    a = Args(state=False)
+    a.state_data_ptrs, a.state_data_lens, a.state_item_lens = (
+        [a.state[0].ctypes.data], [a.state[0].nbytes], [32])
+    m2 = ks.KVFerryKVManager(a, "decode", ServerArgs(0), overrides=[])
+    assert len(m2.state_regions) == 1 and m2.aux_region is not None
+    m3 = ks.KVFerryKVManager(Args(aux=False, state=False), "decode", ServerArgs(0),
+                             overrides=[])
+    assert m3.aux_region is None and m3.state_regions == []
+    for x in (m, m2, m3):
+        x.close()
+
+
+def test_manager_refuses_uneven_buffers():
+    a = Args()
+    a.aux_data_lens = [64, 64]  # 8 rows and 4 rows
+    with pytest.raises(ValueError, match="aux buffers"):
+        ks.KVFerryKVManager(a, "decode", ServerArgs(0), overrides=[])
 
 
 def test_manager_refuses_bad_mode():
@@ -141,12 +177,16 @@ def test_sender_chunks_more_than_init_said():
     m.close()
 
 
-def test_sender_refuses_state_indices():
+def test_sender_before_room_info_fails_nothing():
+    """SGLang sends only past WaitingForInput; a send before it is logged and
+    the room is left as it was (its pages were not handed over)."""
     m = _mgr("prefill")
     s = ks.KVSender(m, "127.0.0.1:1", 44, [0], 0)
-    s.init(1)
-    with pytest.raises(ks.KVFerryUnsupported):
-        s.send(np.arange(1, dtype=np.int32), state_indices=[1])
+    s.init(1, 0)
+    assert s.pop_decode_prefix_len() == 0  # no ROOM_INFO, no user data
+    assert s.should_send_kv_chunk(0, True) and not s.should_send_kv_chunk(0, False)
+    s.send(np.arange(1, dtype=np.int32), state_indices=[[1]])
+    assert s.poll() == ks.KVPoll.Bootstrapping
     m.close()
 
 
@@ -177,14 +217,14 @@ def test_receiver_resolves_and_fails_without_transport(bootstrap):
     r.init(0)
     assert r.peer == "10.9.9.9:1"
     assert r.poll() == ks.KVPoll.WaitingForInput  # ready for send_metadata
-    with pytest.raises(ks.KVFerryUnsupported):
-        r.send_metadata(np.arange(2, dtype=np.int32), None, None, decode_prefix_len=5)
-    r.send_metadata(np.arange(2, dtype=np.int32), None)
+    with pytest.raises(ValueError, match="state groups"):
+        r.send_metadata(np.arange(2, dtype=np.int32), 1, [[0], [1]])
+    r.send_metadata(np.arange(2, dtype=np.int32), 1, [[2]], decode_prefix_len=5)
     assert r.poll() == ks.KVPoll.Failed  # no transport: connect failed
     with pytest.raises(ks.KVTransferError, match="connect failed"):
         r.failure_exception()
     released = []
-    m.page_release_hook = lambda room, pages: released.append(room)
+    m.page_release_hook = lambda rc: released.append(rc.bootstrap_room)
     r.clear()
     assert not r.pages_deferred and m.parked == 0
     assert released == []  # released at once: the hook is for deferred rooms only

@@ -5,18 +5,26 @@ device (tests/rxe/scenarios/python_sglang.sh runs a prefill and a decode process
 
 It calls the backend classes in the order SGLang's event loops do:
   prefill: bootstrap server + manager.register_to_bootstrap(); per request a
-    KVSender polled in the bootstrap queue until WaitingForInput, init(pages),
-    send() once per chunk of a chunked prefill (one chunk per scheduler
-    iteration), polled in the inflight queue, clear() and its pages freed;
+    KVSender polled in the bootstrap queue until WaitingForInput, init(pages,
+    aux row), send() once per chunk of a chunked prefill (one chunk per
+    scheduler iteration; the last one with the state slot), polled in the
+    inflight queue, clear() and its pages, aux row and state slot freed;
   decode: per request a KVReceiver, init(prefill_dp_rank) and polled until
-    WaitingForInput, pages allocated, send_metadata(pages), polled until
-    Success or Failed, every byte checked, clear() and the pages freed (or,
-    for a room not yet quiescent, left to manager.page_release_hook).
+    WaitingForInput, pages, an aux row and a state slot allocated,
+    send_metadata(pages, aux row, [[state slot]], decode_prefix_len), polled
+    until Success or Failed, every byte of the pages, the aux row (two aux
+    buffers of different row sizes) and the state slot checked, clear() and
+    all of it freed (or, for a room not yet quiescent, left to
+    manager.page_release_hook).
 manager.progress() runs once per loop turn, as the patched event loop calls it.
 
 Requests (the same list on both sides, by bootstrap_room):
   1..ROOMS   ok: 1 to 12 pages, sent in up to 3 chunks; both sides SUCCESS,
-             the decode checks every byte of every page of every buffer
+             the decode checks every byte of every page of every buffer, of
+             its aux row and of its state slot; every third room the decode
+             holds a prefix of the request already (PREFIX pages fewer,
+             decode_prefix_len = PREFIX * PAGE_TOKENS): the prefill reads
+             that length back (pop_decode_prefix_len) and skips those pages
   1001       the prefill aborts it once the decode's pages are known
   1002       the decode aborts it after send_metadata
   1003       the decode aborts it and clears it at once: the room is not
@@ -45,6 +53,9 @@ import numpy as np
 from kvferry import sglang as ks
 
 NBUF, PAGES, PAGE_BYTES = 4, 48, 4096
+AUX_ROWS, AUX_ITEM = 16, [64, 256]   # two metadata buffers, rows of different sizes
+SLOTS, SLOT_BYTES = 16, 512          # one state type, one buffer
+PAGE_TOKENS = 16
 OK_ROOMS = 30
 ABORT_BY_PREFILL, ABORT_BY_DECODE, CLEAR_UNQUIESCENT, PREFILL_ABORT_INFLIGHT = 1001, 1002, 1003, 1004
 KILL_ROOMS = [2001, 2002, 2003, 2004]
@@ -54,9 +65,17 @@ def pages_of(room):
     return 12 if room == PREFILL_ABORT_INFLIGHT else 1 + (room * 5) % 12
 
 
-def pattern(room, j, b):
-    return ((np.arange(PAGE_BYTES, dtype=np.uint32) + room * 7 + j * 131 + b * 17) % 251 +
+def prefix_of(room):
+    """Pages the decode already holds (its prefix cache)."""
+    return min(2, pages_of(room) - 1) if room <= OK_ROOMS and room % 3 == 0 else 0
+
+
+def pattern(room, j, b, size=PAGE_BYTES):
+    return ((np.arange(size, dtype=np.uint32) + room * 7 + j * 131 + b * 17) % 251 +
             1).astype(np.uint8)
+
+
+AUX_TAG, STATE_TAG = 1000, 2000  # j of the aux row's and the state slot's patterns
 
 
 class Args(ks.KVArgs):
@@ -66,8 +85,15 @@ class Args(ks.KVArgs):
         self.kv_data_ptrs = [b.ctypes.data for b in self.bufs]
         self.kv_data_lens = [b.nbytes for b in self.bufs]
         self.kv_item_lens = [PAGE_BYTES] * NBUF
-        self.aux_data_ptrs, self.aux_data_lens, self.aux_item_lens = [], [], []
-        self.state_data_ptrs = []
+        self.aux = [np.zeros(AUX_ROWS * n, dtype=np.uint8) for n in AUX_ITEM]
+        self.aux_data_ptrs = [a.ctypes.data for a in self.aux]
+        self.aux_data_lens = [a.nbytes for a in self.aux]
+        self.aux_item_lens = list(AUX_ITEM)
+        self.state = np.zeros(SLOTS * SLOT_BYTES, dtype=np.uint8)
+        self.state_types = ["mamba"]
+        self.state_data_ptrs = [[self.state.ctypes.data]]
+        self.state_data_lens = [[self.state.nbytes]]
+        self.state_item_lens = [[SLOT_BYTES]]
         self.ib_device = ""
         self.system_dp_rank = 0
 
@@ -78,10 +104,11 @@ class ServerArgs:
 
 
 class Pages:
-    """A page allocator like SGLang's: scrambled, reused as soon as freed."""
+    """A page allocator like SGLang's: scrambled, reused as soon as freed
+    (also the aux rows' and the state slots')."""
 
-    def __init__(self, seed):
-        self.free = list(np.random.default_rng(seed).permutation(PAGES))
+    def __init__(self, seed, n=PAGES):
+        self.free = list(np.random.default_rng(seed).permutation(n))
 
     def alloc(self, n):
         if len(self.free) < n:
@@ -118,14 +145,14 @@ def run_prefill(a):
     mgr = ks.KVManager(args, "prefill", ServerArgs("127.0.0.1", srv.port), config_path=a.config)
     mgr.register_to_bootstrap()
     write_file(os.path.join(a.dir, "bootstrap"), f"127.0.0.1:{srv.port}\n")
-    pages = Pages(1)
+    pages, rows, slots = Pages(1), Pages(3, AUX_ROWS), Pages(4, SLOTS)
     rooms = list(range(1, OK_ROOMS + 1)) + [ABORT_BY_PREFILL, ABORT_BY_DECODE,
                                              CLEAR_UNQUIESCENT, PREFILL_ABORT_INFLIGHT]
     bootstrap = {r: ks.KVSender(mgr, "", r, [0], 0) for r in rooms}
-    forward = {}   # room -> (sender, source pages, chunks left)
-    inflight = {}  # room -> (sender, source pages)
+    forward = {}   # room -> (sender, (pages, aux row, state slot), chunks left)
+    inflight = {}  # room -> (sender, (pages, aux row, state slot))
     results = {}
-    deferred = 0
+    deferred = bad_prefix = 0
     end = time.monotonic() + a.timeout
     while (bootstrap or forward or inflight) and time.monotonic() < end:
         mgr.progress()
@@ -137,14 +164,23 @@ def run_prefill(a):
                     inflight[r] = (s, None)
                     del bootstrap[r]
                     continue
-                src = pages.alloc(pages_of(r))
-                if src is None:
-                    continue  # waits for pages, as a request waits for memory
-                s.init(len(src), None)
+                if len(pages.free) < pages_of(r) or not rows.free or not slots.free:
+                    continue  # waits for memory, as a request does
+                src, row, slot = pages.alloc(pages_of(r)), rows.alloc(1)[0], slots.alloc(1)[0]
+                s.init(len(src), int(row))
+                got = s.pop_decode_prefix_len()
+                if got != prefix_of(r) * PAGE_TOKENS:
+                    out(f"UNEXPECTED room {r}: decode_prefix_len {got}, "
+                        f"the decode sent {prefix_of(r) * PAGE_TOKENS}")
+                    bad_prefix += 1
                 for j, p in enumerate(src):
                     for b in range(NBUF):
                         args.bufs[b][p * PAGE_BYTES:(p + 1) * PAGE_BYTES] = pattern(r, j, b)
-                forward[r] = (s, src, np.array_split(src, min(3, len(src))))
+                for i, n in enumerate(AUX_ITEM):
+                    args.aux[i][row * n:(row + 1) * n] = pattern(r, AUX_TAG, i, n)
+                args.state[slot * SLOT_BYTES:(slot + 1) * SLOT_BYTES] = \
+                    pattern(r, STATE_TAG, 0, SLOT_BYTES)
+                forward[r] = (s, (src, row, slot), np.array_split(src, min(3, len(src))))
                 del bootstrap[r]
             elif st == ks.KVPoll.Failed:
                 inflight[r] = (s, None)
@@ -156,7 +192,8 @@ def run_prefill(a):
                     inflight[r] = (s, src)
                     del forward[r]
                 continue
-            s.send(chunks.pop(0))  # one chunk per scheduler iteration
+            chunk = chunks.pop(0)  # one chunk per scheduler iteration
+            s.send(chunk, state_indices=None if chunks else [[int(src[2])]])
             if not chunks:
                 inflight[r] = (s, src)
                 del forward[r]
@@ -174,8 +211,10 @@ def run_prefill(a):
                 s.clear()
                 if r == PREFILL_ABORT_INFLIGHT and mgr.parked:
                     deferred += 1
-                if src is not None:
-                    pages.release(src)  # the sender only reads them
+                if src is not None:  # the sender only reads them
+                    pages.release(src[0])
+                    rows.release([src[1]])
+                    slots.release([src[2]])
                 results[r] = (st, reason)
                 out(f"room {r} {'SUCCESS' if st == ks.KVPoll.Success else 'FAILED'} {reason}")
                 del inflight[r]
@@ -186,7 +225,7 @@ def run_prefill(a):
     bad = expect(results, {ABORT_BY_PREFILL: "local abort", ABORT_BY_DECODE: "peer abort",
                            CLEAR_UNQUIESCENT: "peer abort", PREFILL_ABORT_INFLIGHT: "local abort"},
                  rooms)
-    summary("prefill", results, bad, deferred, 0, mgr.engine.stats(), mgr)
+    summary("prefill", results, bad + bad_prefix, deferred, 0, mgr.engine.stats(), mgr)
     # the kill phase: the decode's rooms arrive; report them, wait for SIGKILL
     kill = {r: ks.KVSender(mgr, "", r, [0], 0) for r in KILL_ROOMS}
     while time.monotonic() < end:
@@ -226,13 +265,24 @@ def summary(role, results, bad, deferred, hooked, st, mgr):
         f"unquiescent={st.unquiescent} live={live} parked={mgr.parked}")
 
 
-def check_bytes(args, room, dst):
-    bad = 0
-    for j, p in enumerate(dst):
+def check_bytes(args, room, rc):
+    """The request's pages after the decode's prefix, its aux row in both
+    aux buffers, its state slot; each zeroed after the check, so that a
+    reused one must be written again to pass."""
+    bad, pre = 0, prefix_of(room)
+    for j, p in enumerate(rc.kv_indices):
         for b in range(NBUF):
             got = args.bufs[b][p * PAGE_BYTES:(p + 1) * PAGE_BYTES]
-            bad += int(np.count_nonzero(got != pattern(room, j, b)))
-            got[:] = 0  # a reused page must be written again to pass
+            bad += int(np.count_nonzero(got != pattern(room, pre + j, b)))
+            got[:] = 0
+    for i, n in enumerate(AUX_ITEM):
+        got = args.aux[i][rc.aux_index * n:(rc.aux_index + 1) * n]
+        bad += int(np.count_nonzero(got != pattern(room, AUX_TAG, i, n)))
+        got[:] = 0
+    slot = rc.state_indices[0][0]
+    got = args.state[slot * SLOT_BYTES:(slot + 1) * SLOT_BYTES]
+    bad += int(np.count_nonzero(got != pattern(room, STATE_TAG, 0, SLOT_BYTES)))
+    got[:] = 0
     return bad
 
 
@@ -244,12 +294,17 @@ def run_decode(a):
     with open(os.path.join(a.dir, "bootstrap")) as f:
         baddr = f.read().strip()
     mgr = ks.KVManager(args, "decode", None, config_path=a.config)
-    pages = Pages(2)
+    pages, rows, slots = Pages(2), Pages(5, AUX_ROWS), Pages(6, SLOTS)
     hooked = []
 
-    def hook(room, dst):  # what SGLang's patch does: free the pages now
-        hooked.append(room)
-        pages.release(dst)
+    def give_back(rc):
+        pages.release(rc.kv_indices)
+        rows.release([rc.aux_index])
+        slots.release(rc.state_indices[0])
+
+    def hook(rc):  # what SGLang's patch does: free the request's memory now
+        hooked.append(rc.bootstrap_room)
+        give_back(rc)
 
     mgr.page_release_hook = hook
     rooms = list(range(1, OK_ROOMS + 1)) + [ABORT_BY_PREFILL, ABORT_BY_DECODE,
@@ -265,10 +320,11 @@ def run_decode(a):
         for r, rc in list(prealloc.items()):
             st = rc.poll()
             if st == ks.KVPoll.WaitingForInput:
-                dst = pages.alloc(pages_of(r))
-                if dst is None:
+                n = pages_of(r) - prefix_of(r)
+                if len(pages.free) < n or not rows.free or not slots.free:
                     continue
-                rc.send_metadata(dst, None)
+                dst, row, slot = pages.alloc(n), int(rows.alloc(1)[0]), int(slots.alloc(1)[0])
+                rc.send_metadata(dst, row, [[slot]], prefix_of(r) * PAGE_TOKENS)
                 transfer[r] = (rc, dst)
                 del prealloc[r]
                 if r == ABORT_BY_DECODE:
@@ -292,7 +348,7 @@ def run_decode(a):
                 continue
             reason = ""
             if st == ks.KVPoll.Success:
-                n = check_bytes(args, r, dst)
+                n = check_bytes(args, r, rc)
                 bad_bytes += n
                 if n:
                     out(f"room {r}: {n} bytes wrong")
@@ -305,7 +361,7 @@ def run_decode(a):
             if rc.pages_deferred:
                 deferred += 1
             else:
-                pages.release(dst)
+                give_back(rc)
             results[r] = (st, reason)
             out(f"room {r} {'SUCCESS' if st == ks.KVPoll.Success else 'FAILED'} {reason}")
             del transfer[r]
@@ -318,18 +374,17 @@ def run_decode(a):
     if CLEAR_UNQUIESCENT not in hooked:
         out("UNEXPECTED: the hook never gave back room 1003's pages")
         bad += 1
-    if len(pages.free) != PAGES:
-        out(f"UNEXPECTED: {PAGES - len(pages.free)} pages not back in the free list")
+    if (len(pages.free), len(rows.free), len(slots.free)) != (PAGES, AUX_ROWS, SLOTS):
+        out(f"UNEXPECTED: not all back in the free lists: {len(pages.free)}/{PAGES} pages, "
+            f"{len(rows.free)}/{AUX_ROWS} aux rows, {len(slots.free)}/{SLOTS} state slots")
         bad += 1
     summary("decode", results, bad + bad_bytes, deferred, len(hooked), mgr.engine.stats(), mgr)
     bad += bad_bytes
     # the kill phase
     kill = {r: ks.KVReceiver(mgr, baddr, r) for r in KILL_ROOMS}
-    kdst = {}
     for r, rc in kill.items():
         rc.init(0)
-        kdst[r] = pages.alloc(4)
-        rc.send_metadata(kdst[r], None)
+        rc.send_metadata(pages.alloc(4), int(rows.alloc(1)[0]), [[int(slots.alloc(1)[0])]])
     write_file(os.path.join(a.dir, "decode-kill-posted"), "posted\n")
     lost = {}
     while len(lost) < len(kill) and time.monotonic() < end:
@@ -342,7 +397,7 @@ def run_decode(a):
                     lost[r] = e.failure_reason
                 rc.clear()
                 if not rc.pages_deferred:
-                    pages.release(kdst[r])
+                    give_back(rc)
                 out(f"room {r} FAILED {lost[r]} t={time.monotonic():.3f}")
         time.sleep(0.005)
     while mgr.parked and time.monotonic() < end:
@@ -352,8 +407,8 @@ def run_decode(a):
         if not lost.get(r, "").startswith("peer lost"):
             out(f"UNEXPECTED room {r}: '{lost.get(r, 'no outcome')}', not peer lost")
             bad += 1
-    if len(pages.free) != PAGES:
-        out(f"UNEXPECTED: {PAGES - len(pages.free)} pages not back after the kill phase")
+    if (len(pages.free), len(rows.free), len(slots.free)) != (PAGES, AUX_ROWS, SLOTS):
+        out("UNEXPECTED: pages, aux rows or state slots not back after the kill phase")
         bad += 1
     st = mgr.engine.stats()
     live = sum(st.rooms.values())
