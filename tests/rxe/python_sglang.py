@@ -288,8 +288,8 @@ def check_bytes(args, room, rc):
 
 def run_decode(a):
     args = Args()
-    if not wait_file(os.path.join(a.dir, "bootstrap"), 60):
-        out("decode: no bootstrap file from the prefill in 60 s")
+    if not wait_file(os.path.join(a.dir, "bootstrap"), 120):
+        out("decode: no bootstrap file from the prefill in 120 s")
         return 1
     with open(os.path.join(a.dir, "bootstrap")) as f:
         baddr = f.read().strip()
