@@ -247,3 +247,124 @@ def test_maybe_progress_is_rate_limited():
     m.maybe_progress()
     assert calls == [1]
     m.close()
+
+
+# SGLang's base classes as its disaggregation package declares them (abstract
+# methods by name), for the import path where SGLang is installed: kvferry's
+# classes must subclass them and leave nothing abstract.
+SGLANG_BASES = '''
+import dataclasses
+from abc import ABC, abstractmethod
+from typing import Optional
+
+
+class KVArgs:
+    pass
+
+
+class KVPoll:
+    Failed, Bootstrapping, WaitingForInput, Transferring, Success = range(5)
+
+
+@dataclasses.dataclass
+class KVTransferMetric:
+    transfer_latency_s: Optional[float] = None
+    alloc_latency_s: Optional[float] = None
+    transfer_total_bytes: Optional[int] = None
+
+
+class BaseKVManager(ABC):
+    @abstractmethod
+    def __init__(self, args, disaggregation_mode, server_args, is_mla_backend=False): ...
+
+    @abstractmethod
+    def register_to_bootstrap(self): ...
+
+
+class BaseKVSender(ABC):
+    @abstractmethod
+    def __init__(self, mgr, bootstrap_addr, bootstrap_room, dest_tp_ranks, pp_rank): ...
+
+    @abstractmethod
+    def init(self, num_kv_indices, aux_index=None): ...
+
+    @abstractmethod
+    def send(self, kv_indices, state_indices=None): ...
+
+    @abstractmethod
+    def get_transfer_metric(self): ...
+
+    @abstractmethod
+    def poll(self): ...
+
+    @abstractmethod
+    def failure_exception(self): ...
+
+
+class BaseKVReceiver(ABC):
+    @abstractmethod
+    def __init__(self, mgr, bootstrap_addr, bootstrap_room=None): ...
+
+    @abstractmethod
+    def init(self, prefill_dp_rank): ...
+
+    @abstractmethod
+    def send_metadata(self, kv_indices, aux_index=None, state_indices=None,
+                      decode_prefix_len=None): ...
+
+    @abstractmethod
+    def poll(self): ...
+
+    @abstractmethod
+    def failure_exception(self): ...
+
+
+class BaseKVBootstrapServer(ABC):
+    @abstractmethod
+    def __init__(self, host, port): ...
+'''
+
+WITH_SGLANG = '''
+import sys
+import numpy as np
+import kvferry.sglang as ks
+from sglang.srt.disaggregation.base import conn
+assert ks.HAVE_SGLANG
+assert ks.KVPoll is conn.KVPoll and ks.KVArgs is conn.KVArgs
+pairs = [(ks.KVManager, conn.BaseKVManager), (ks.KVSender, conn.BaseKVSender),
+         (ks.KVReceiver, conn.BaseKVReceiver), (ks.KVBootstrapServer, conn.BaseKVBootstrapServer)]
+for cls, base in pairs:
+    assert issubclass(cls, base), cls
+    assert not cls.__abstractmethods__, (cls, cls.__abstractmethods__)
+a = conn.KVArgs()
+buf = np.zeros(8 * 64, np.uint8)
+a.engine_rank, a.kv_data_ptrs, a.kv_data_lens, a.kv_item_lens = 0, [buf.ctypes.data], [512], [64]
+m = ks.KVManager(a, "prefill", None, overrides=[])
+s = ks.KVSender(m, "127.0.0.1:1", 5, [0], 0)
+assert isinstance(s.get_transfer_metric(), conn.KVTransferMetric)
+r = ks.KVReceiver(m, "127.0.0.1:1", 6)
+srv = ks.KVBootstrapServer("127.0.0.1", 0)
+srv.close()
+m.close()
+print("ok")
+'''
+
+
+def test_subclasses_sglang_bases_where_installed(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    base = tmp_path / "sglang" / "srt" / "disaggregation" / "base"
+    base.mkdir(parents=True)
+    for d in (base, *base.parents):
+        if d == tmp_path:
+            break
+        (d / "__init__.py").write_text("")
+    (base / "conn.py").write_text(SGLANG_BASES)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env.get("PYTHONPATH", "")])
+    r = subprocess.run([sys.executable, "-c", WITH_SGLANG], env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+    assert not ks.HAVE_SGLANG  # this process has no SGLang: the plain classes
