@@ -1,11 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """No reference or memory leaks over 100,000 calls of each kind, success and
 error paths alike: reference counts of the objects passed in stay where they
-were, and the Python heap (tracemalloc) and the process (RSS) do not grow."""
+were, and neither the interpreter's allocated blocks (sys.getallocatedblocks:
+every Python object and buffer) nor the process (RSS: the library's malloc)
+grow."""
 import gc
 import resource
 import sys
-import tracemalloc
 
 import numpy as np
 import pytest
@@ -22,32 +23,29 @@ def _rss_kib():
 
 
 def _run(fn, n=N, watched=()):
-    """fn n times after a warm-up (with tracemalloc already on: what is
-    allocated once is not counted). Returns the heap growth (B), the RSS
-    growth (KiB), and the reference counts of watched before and after."""
-    tracemalloc.start()
+    """fn n times after a warm-up (what is allocated once is not counted).
+    Returns the growth of the interpreter's allocated blocks and of the RSS
+    (KiB), and the reference counts of watched before and after."""
     for _ in range(max(1000, n // 20)):
         fn()
     gc.collect()
     counts0 = [sys.getrefcount(o) for o in watched]
-    snap0 = tracemalloc.take_snapshot()
+    blocks0 = sys.getallocatedblocks()
     rss0 = _rss_kib()
     for _ in range(n):
         fn()
     gc.collect()
-    snap1 = tracemalloc.take_snapshot()
+    blocks1 = sys.getallocatedblocks()
     rss1 = _rss_kib()
     counts1 = [sys.getrefcount(o) for o in watched]
-    tracemalloc.stop()
-    grown = sum(s.size_diff for s in snap1.compare_to(snap0, "filename"))
-    return grown, rss1 - rss0, counts0, counts1
+    return blocks1 - blocks0, rss1 - rss0, counts0, counts1
 
 
 def _check(fn, *watched, n=N):
-    heap, rss, before, after = _run(fn, n, watched)
+    blocks, rss, before, after = _run(fn, n, watched)
     assert after == before, "reference counts changed"
-    # a leak of one object per call would be >= 1.6 MB over 100,000 calls
-    assert heap < 64 * 1024, f"Python heap grew {heap} B over {n} calls"
+    # an object leaked per call would be >= n blocks
+    assert blocks < 200, f"{blocks} more Python blocks allocated after {n} calls"
     assert rss < 4 * 1024, f"RSS grew {rss} KiB over {n} calls"
 
 
