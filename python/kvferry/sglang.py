@@ -17,7 +17,7 @@ heartbeats going).
 What moves: three kinds of regions (kvf_region_register), matched with the
 peer's by name: "kv" (the KV buffers, an item = one page), "aux" (the
 metadata buffers, an item = one request's row: first output token,
-logprobs) and, for hybrid models, one "state<k>" per state type (an item =
+logprobs) and, for hybrid models, one "state-<type>" per state type (an item =
 one request's state slot). The decode's send_metadata() is one ROOM_INFO
 with a list per region and decode_prefix_len as user data; each send() of
 a chunked prefill posts that chunk's pages at once (kvf_sender_send_chunk),
@@ -34,7 +34,6 @@ import os
 import struct
 import threading
 import time
-import urllib.error
 import urllib.parse
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -182,7 +181,7 @@ def _nitems(lens: List[int], item_lens: List[int], what: str) -> int:
 
 
 class KVFerryKVManager(BaseKVManager):
-    """One kvferry engine per rank, its KV pool, the rooms waiting to be released."""
+    """One kvferry engine per rank, its regions, the rooms waiting to be released."""
 
     def __init__(self, args: Any, disaggregation_mode: Any, server_args: Any = None,
                  is_mla_backend: Optional[bool] = False, *, config_path: Optional[str] = None,
@@ -218,7 +217,7 @@ class KVFerryKVManager(BaseKVManager):
         self._parked: Dict[Tuple[str, int], Tuple[kvferry.Room, Any]] = {}
         # page_release_hook(receiver): called when a parked receiver's room is
         # released: its kv_indices, aux_index and state_indices may be reused
-        # room's pages may be reused (docs/sglang.md, "Failed rooms")
+        # (docs/sglang.md, "Failed rooms")
         self.page_release_hook: Optional[Callable[[Any], None]] = None
         self._routes: Dict[Tuple[str, int, int], str] = {}
         log.info("kvferry %s rank %s: %d pages x %d buffers, aux %s, %d state regions",
