@@ -7,8 +7,15 @@ KVF_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 # the soft-RoCE suite (host tools are also what the VM guest runs: it shares
 # the host's /usr).
 # clang + libclang-rt-14-dev (libclang_rt.fuzzer): the libFuzzer harnesses.
+# python3-*: the Python package (python/: the extension's headers, the wheel's
+# build backend, the tests' numpy host buffers and runner); scripts run
+# /usr/bin/python3 ($KVF_PY), whose packages these are.
 KVF_PKGS_BUILD=(gcc meson ninja-build pkg-config libconfig-dev libcriterion-dev
-	libck-dev libibverbs-dev librdmacm-dev spin clang libclang-rt-14-dev libmicrohttpd-dev)
+	libck-dev libibverbs-dev librdmacm-dev spin clang libclang-rt-14-dev libmicrohttpd-dev
+	python3-dev python3-mesonpy python3-numpy python3-pytest python3-pip)
+# Debian's interpreter: PATH may find another python3 (pyenv, a venv) without
+# the packages above.
+KVF_PY=/usr/bin/python3
 KVF_PKGS_RDMA=(rdma-core ibverbs-utils ibverbs-providers rdmacm-utils perftest
 	iproute2 kmod)
 KVF_PKGS_VM=(qemu-system-x86 linux-image-amd64 busybox-static cpio)

@@ -7,6 +7,8 @@
 #    only when something is missing);
 # 2. configures (once) and builds in ${KVF_BUILD_DIR:-build};
 # 3. runs the unit suite: meson test --suite unit --print-errorlogs;
+# 3a. runs the Python package's tests (pytest tests/python, with
+#    /usr/bin/python3) and installs it with pip into a scratch dir;
 # 3b. checks the room protocol model with spin (tests/model/run.sh);
 # 4. runs the RDMA suite tests/rxe/run.sh: on this host's RDMA device when it
 #    has one (ibv_devices lists one), else inside a qemu guest with soft-RoCE
@@ -95,6 +97,34 @@ if [ $built = 1 ]; then
 else
 	problem unit "the build failed"
 	section_end "unit suite" "not run"
+fi
+
+# ---- 3a. python package ---------------------------------------------------------
+# The binding and kvferry.sglang from the build dir (tests/python: pytest,
+# no RDMA), then the wheel: pip install . into a scratch dir, imported there.
+section "python package (pytest, pip)"
+if [ $built = 1 ] && compgen -G "$build/python/kvferry/_kvferry*.so" > /dev/null; then
+	PYTHONPATH="$build/python" "$KVF_PY" -m pytest -q -p no:cacheprovider "$KVF_REPO/tests/python" 2>&1 | tee "$log"
+	rc=${PIPESTATUS[0]}
+	if l=$(grep -E '^=* ?[0-9]+ (passed|failed)' "$log" | tail -n1); then
+		summary+=("python (pytest): ${l//=/}")
+	else
+		problem python "no pytest summary line (exit $rc)"
+	fi
+	[ "$rc" = 0 ] || status=1
+	pipdir=$(mktemp -d /tmp/kvf-pip.XXXXXX)
+	if "$KVF_PY" -m pip install -q --root-user-action=ignore --no-build-isolation --no-deps --target "$pipdir" "$KVF_REPO" &&
+		PYTHONPATH="$pipdir" "$KVF_PY" -c 'import kvferry, kvferry.sglang; kvferry.Engine().close(); print("pip install .: kvferry", kvferry.__file__)'; then
+		summary+=("python (pip install .): ok")
+	else
+		summary+=("python (pip install .): FAILED")
+		status=1
+	fi
+	rm -rf "$pipdir"
+	section_end "python package" "pytest exit $rc"
+else
+	problem python "the extension module was not built (python3-dev missing, or the build failed)"
+	section_end "python package" "not run"
 fi
 
 # ---- 3b. protocol model -------------------------------------------------------

@@ -3,6 +3,7 @@
 #include "log.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -10,6 +11,13 @@
 #include <time.h>
 
 static _Atomic int g_level = KVF_LOG_INFO;
+
+/* The sink: fn and arg change together, so under a lock; it is held only to
+ * copy them, never across the call (the sink may block, e.g. on a Python
+ * interpreter lock whose holder is about to set the sink). */
+static pthread_mutex_t g_sink_lock = PTHREAD_MUTEX_INITIALIZER;
+static kvf_log_fn g_sink_fn;
+static void *g_sink_arg;
 
 static const char *const level_names[KVF_LOG_NUM] = {
 	[KVF_LOG_ERROR] = "error",
@@ -40,13 +48,35 @@ int kvf_log_level_parse(const char *s, enum kvf_log_level *out)
 	return -EINVAL;
 }
 
+int kvf_set_log_callback(kvf_log_fn fn, void *arg)
+{
+	pthread_mutex_lock(&g_sink_lock);
+	g_sink_fn = fn;
+	g_sink_arg = fn ? arg : NULL;
+	pthread_mutex_unlock(&g_sink_lock);
+	return 0;
+}
+
 void kvf_log_msg(enum kvf_log_level lvl, const char *mod, const char *fmt, ...)
 {
 	char line[1024];
 	struct timespec ts;
+	kvf_log_fn fn;
+	void *arg;
 	va_list ap;
 	int n;
 
+	pthread_mutex_lock(&g_sink_lock);
+	fn = g_sink_fn;
+	arg = g_sink_arg;
+	pthread_mutex_unlock(&g_sink_lock);
+	if (fn) {
+		va_start(ap, fmt);
+		vsnprintf(line, sizeof(line), fmt, ap);
+		va_end(ap);
+		fn(arg, (int)lvl, mod, line);
+		return;
+	}
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	n = snprintf(line, sizeof(line), "[%5lld.%06ld] kvferry %-5s %s: ",
 		     (long long)ts.tv_sec, ts.tv_nsec / 1000,

@@ -1,19 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* One logging module. Level from the config (log.level); messages go to
- * stderr with a monotonic timestamp, the level and the module. */
+ * stderr with a monotonic timestamp, the level and the module, or to the
+ * sink set with kvf_set_log_callback (kvferry.h, where the levels are). */
 #ifndef KVF_LOG_H
 #define KVF_LOG_H
 
 #include <stddef.h>
 #include <string.h>
 
-enum kvf_log_level {
-	KVF_LOG_ERROR = 0,
-	KVF_LOG_WARN,
-	KVF_LOG_INFO,
-	KVF_LOG_DEBUG,
-	KVF_LOG_NUM
-};
+#include <kvferry/kvferry.h>
 
 /* Process-wide: several engines in one process share it. */
 void kvf_log_set_level(enum kvf_log_level lvl);

@@ -182,6 +182,36 @@ struct kvf_stats {
 };
 #define KVF_STATS_INIT { .size = sizeof(struct kvf_stats) }
 
+/* ------------------------------------------------------------------ logging */
+
+/* Log levels, most severe first (the config's log.level names them). */
+enum kvf_log_level {
+	KVF_LOG_ERROR = 0,
+	KVF_LOG_WARN,
+	KVF_LOG_INFO,
+	KVF_LOG_DEBUG,
+	KVF_LOG_NUM
+};
+
+/* A log sink: one call per line, without the trailing newline. level is an
+ * enum kvf_log_level, module the part of kvferry that logs ("rdma", "room",
+ * "config", ...), msg the text without the timestamp and level prefix that
+ * stderr lines carry. Called from whichever thread logs: the scheduler
+ * thread, the transport's completion poller, the metrics HTTP thread, or
+ * the thread in kvf_engine_open / kvf_engine_close. It must not call back
+ * into kvferry; it may block (the logging thread waits for it). */
+typedef void (*kvf_log_fn)(void *arg, int level, const char *module, const char *msg);
+
+/*
+ * Send every log line of the process to fn instead of stderr (fn NULL:
+ * stderr again). Process-wide, as log.level is: several engines in one
+ * process share it. Lines below log.level are dropped before fn sees them.
+ * A line being logged while this runs goes to the old sink or the new one,
+ * whole; after it returns, no new line goes to the old one, but a call of
+ * the old fn that started before may still be running. Returns 0.
+ */
+KVF_API int kvf_set_log_callback(kvf_log_fn fn, void *arg);
+
 /* ------------------------------------------------------------------ engine */
 
 /*
