@@ -171,7 +171,7 @@ TESTS=(
 	"kvf_fake_peer_bad_token|70|\$repo/tests/rxe/scenarios/fake_peer.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 bad-token"
 	"kvf_ephemeral_port|180|\$repo/tests/rxe/scenarios/ephemeral.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 40"
 	"kvf_reject_token|60|\$repo/tests/rxe/scenarios/reject.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1"
-	"kvf_metrics_stuck|200|\$repo/tests/rxe/scenarios/metrics.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 stuck"
+	"kvf_metrics_stuck|330|\$repo/tests/rxe/scenarios/metrics.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 stuck"
 	"kvf_metrics_load|560|\$repo/tests/rxe/scenarios/metrics.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 load 1000"
 	# issue 8: an SGLang-shaped stream (regions, chunks, user data), aborts
 	# and a peer kill mid-chunking
