@@ -80,7 +80,7 @@ if [ "$mode" = load ]; then
 fi
 
 # ---- stuck ------------------------------------------------------------------
-HB_MS=1000 HB_MISSES=150 # silence (150 s) must outlast receiver_waiting (90 s) + quiesce (30 s)
+HB_MS=2000 HB_MISSES=75 # silence (150 s) must outlast receiver_waiting (90 s) + quiesce (30 s)
 engine_conf "$W/p.conf" prefill-s prefill 18742
 engine_conf "$W/d.conf" decode-s decode 18742
 # The checks below read /rooms and /metrics inside two windows: before
