@@ -52,6 +52,21 @@ problem() { # a suite that could not run: skip, or fail under CI
 	fi
 }
 
+# summarized NAME PREFIX REGEX CMD...: runs CMD (output shown), keeps its last
+# line matching REGEX in the summary (after PREFIX) as $l; rc: CMD's exit.
+summarized() {
+	local name=$1 prefix=$2 re=$3
+	shift 3
+	"$@" 2>&1 | tee "$log"
+	rc=${PIPESTATUS[0]}
+	if l=$(grep -E "$re" "$log" | tail -n1); then
+		summary+=("$prefix${l//=/}")
+	else
+		problem "$name" "no summary line (exit $rc)"
+	fi
+	[ "$rc" = 0 ] || status=1
+}
+
 # ---- 1. packages --------------------------------------------------------------
 section "packages"
 kvf_need_pkgs "${KVF_PKGS_BUILD[@]}" "${KVF_PKGS_RDMA[@]}" || exit 1
@@ -104,14 +119,8 @@ fi
 # no RDMA), then the wheel: pip install . into a scratch dir, imported there.
 section "python package (pytest, pip)"
 if [ $built = 1 ] && compgen -G "$build/python/kvferry/_kvferry*.so" > /dev/null; then
-	PYTHONPATH="$build/python" "$KVF_PY" -m pytest -q -p no:cacheprovider "$KVF_REPO/tests/python" 2>&1 | tee "$log"
-	rc=${PIPESTATUS[0]}
-	if l=$(grep -E '^=* ?[0-9]+ (passed|failed)' "$log" | tail -n1); then
-		summary+=("python (pytest): ${l//=/}")
-	else
-		problem python "no pytest summary line (exit $rc)"
-	fi
-	[ "$rc" = 0 ] || status=1
+	summarized python 'python (pytest): ' '^=* ?[0-9]+ (passed|failed)' \
+		env PYTHONPATH="$build/python" "$KVF_PY" -m pytest -q -p no:cacheprovider "$KVF_REPO/tests/python"
 	pipdir=$(mktemp -d /tmp/kvf-pip.XXXXXX)
 	if "$KVF_PY" -m pip install -q --root-user-action=ignore --no-build-isolation --no-deps --target "$pipdir" "$KVF_REPO" &&
 		PYTHONPATH="$pipdir" "$KVF_PY" -c 'import kvferry, kvferry.sglang; kvferry.Engine().close(); print("pip install .: kvferry", kvferry.__file__)'; then
@@ -129,14 +138,7 @@ fi
 
 # ---- 3b. protocol model -------------------------------------------------------
 section "protocol model (spin)"
-"$KVF_REPO/tests/model/run.sh" 2>&1 | tee "$log"
-rc=${PIPESTATUS[0]}
-if l=$(grep -E '^model: [0-9]+ passed, [0-9]+ failed$' "$log" | tail -n1); then
-	summary+=("$l")
-else
-	problem model "no summary line (runner exit $rc)"
-fi
-[ "$rc" = 0 ] || status=1
+summarized model '' '^model: [0-9]+ passed, [0-9]+ failed$' "$KVF_REPO/tests/model/run.sh"
 section_end "protocol model" "exit $rc"
 
 # ---- 4. RDMA suite ------------------------------------------------------------
