@@ -21,6 +21,7 @@
 #include "proto.h"
 #include "sched.h"
 #include "sendq.h"
+#include "stage.h"
 
 #define PROGRESS_EVERY_NS 50000ull
 
@@ -87,7 +88,8 @@ static int send_hello(struct kvf_conn *c)
 		for (uint32_t b = 0; b < p->nbufs; b++)
 			hb[nb++] = (struct kvf_hello_buf){.addr = p->bufs[b].addr,
 							  .item_size = p->bufs[b].block_size,
-							  .rkey = p->bufs[b].mr->rkey};
+							  .rkey = p->bufs[b].mr ?
+								  p->bufs[b].mr->rkey : 0};
 	}
 	len = kvf_proto_encode_hello(buf, c->peer_frame_max < t->frame_max ?
 					  c->peer_frame_max : t->frame_max,
@@ -328,7 +330,8 @@ static void check_shapes(struct kvf_conn *c)
 /* One part of a chunk against both sides' regions: the peer's of the same
  * name and shape, every item inside. Fills *sp. */
 static int check_part(struct kvf_rdma *t, struct kvf_conn *c, const struct kvf_peer_pool *pp,
-		      const struct kvf_xfer_part *x, struct kvf_sq_part *sp)
+		      const struct kvf_xfer_part *x, struct kvf_sq_part *sp,
+		      const struct kvf_pool **pool)
 {
 	const struct kvf_pool *p = x->region < KVF_MAX_REGIONS ? t->regions[x->region] : NULL;
 	const struct kvf_hello_region *r;
@@ -350,6 +353,7 @@ static int check_part(struct kvf_rdma *t, struct kvf_conn *c, const struct kvf_p
 	for (uint32_t i = 0; i < x->n; i++)
 		if (x->src[i] >= p->nblocks || x->dst[i] >= r->nitems)
 			return -ERANGE;
+	*pool = p;
 	*sp = (struct kvf_sq_part){.local = p->wr_bufs, .remote = pp->bufs + pp->first_buf[idx],
 				   .nbufs = p->nbufs, .n = x->n, .src = x->src, .dst = x->dst};
 	return 0;
@@ -372,9 +376,16 @@ static int op_region_register(void *tp, const struct kvf_region_layout *layout)
 			layout->name, nbufs, KVF_HELLO_MAX_BUFS);
 		return -ENOSPC;
 	}
-	rc = kvf_pool_create(t->pd, layout, &t->regions[layout->id]);
-	if (rc)
+	rc = kvf_pool_create(t->pd, layout, !t->cfg.cuda_staging ? KVF_STAGE_REFUSE :
+			     kvf_stage_test_forced(layout->name) ? KVF_STAGE_FORCE : KVF_STAGE_ALLOW,
+			     &t->regions[layout->id]);
+	if (!rc && t->regions[layout->id]->stage)
+		rc = kvf_staging_region(t, t->regions[layout->id]);
+	if (rc) {
+		kvf_pool_destroy(t->regions[layout->id]);
+		t->regions[layout->id] = NULL;
 		return rc;
+	}
 	t->regions[layout->id]->seq = ++t->region_seq;
 	t->nregions++;
 	return 0;
@@ -428,6 +439,26 @@ static bool regions_known(const struct kvf_rdma *t, const struct kvf_conn *c,
 	return true;
 }
 
+/* A receiver's region must be registered memory: a staged one would need
+ * a copy after the final write-with-immediate, and SUCCESS would no longer
+ * mean that every byte is in place (docs/design.md, "GPU memory and
+ * staging"). */
+static bool receiver_regions_ok(const struct kvf_rdma *t, const struct kvf_info_out *info)
+{
+	for (uint32_t k = 0; k < info->nlists; k++) {
+		const struct kvf_pool *p = info->lists[k].region < KVF_MAX_REGIONS ?
+					   t->regions[info->lists[k].region] : NULL;
+
+		if (p && p->stage) {
+			kvf_err("rdma", "room %#" PRIx64 ": region '%s' is staged through host memory "
+				"and cannot receive: a decode needs GPUDirect (dmabuf or peer memory) "
+				"or host memory", info->room_id, p->name);
+			return false;
+		}
+	}
+	return true;
+}
+
 /* The info, encoded now (proto.h), goes as one ROOM_INFO sequence split at
  * post time to the peer's frame size. */
 static int op_send_room_info(void *tp, const char *peer, const struct kvf_info_out *info,
@@ -451,6 +482,8 @@ static int op_send_room_info(void *tp, const char *peer, const struct kvf_info_o
 	len = kvf_proto_info_len(pl, info->nlists, info->user_len);
 	if (len > kvf_proto_info_max(t->cfg.max_blocks_per_room))
 		return -EINVAL;
+	if (!receiver_regions_ok(t, info))
+		return -ENOTSUP;
 	f = frame_alloc(0);
 	if (f)
 		f->info = malloc(len);
@@ -490,6 +523,7 @@ static int op_post_chunk(void *tp, uint32_t conn, uint64_t wr_id, const struct k
 			 uint32_t nparts, const uint32_t *imm)
 {
 	struct kvf_sq_part sp[KVF_MAX_REGIONS];
+	const struct kvf_pool *pools[KVF_MAX_REGIONS];
 	struct kvf_rdma *t = tp;
 	struct kvf_conn *g = kvf_sched_get(t, conn), *c;
 	const struct kvf_peer_pool *pp;
@@ -508,13 +542,14 @@ static int op_post_chunk(void *tp, uint32_t conn, uint64_t wr_id, const struct k
 	if (!pp)
 		return -EPROTO;
 	for (uint32_t i = 0; i < nparts; i++) {
-		rc = check_part(t, c, pp, &parts[i], &sp[i]);
+		rc = check_part(t, c, pp, &parts[i], &sp[i], &pools[i]);
 		if (rc)
 			return rc;
 	}
 	/* The zero-length immediate of a chunk with nothing to copy goes to
 	 * any buffer of the peer's: it writes no byte. */
-	rc = kvf_sendq_add_parts(&c->sq, sp, nparts, wr_id, imm, &pp->bufs[0]);
+	rc = t->staging ? kvf_staging_add(t, c, conn, wr_id, sp, pools, nparts, imm, &pp->bufs[0]) :
+			  kvf_sendq_add_parts(&c->sq, sp, nparts, wr_id, imm, &pp->bufs[0]);
 	if (rc >= 0) {
 		for (uint32_t i = 0; i < nparts; i++)
 			for (uint32_t b = 0; b < sp[i].nbufs; b++)
@@ -527,8 +562,10 @@ static int op_post_chunk(void *tp, uint32_t conn, uint64_t wr_id, const struct k
 static int op_cancel_writes(void *tp, uint32_t conn, uint64_t wr_id)
 {
 	struct kvf_conn *g = kvf_sched_get(tp, conn);
+	int dropped = g ? kvf_sendq_cancel(&kvf_conn_pick(g, wr_id)->sq, wr_id) : 0;
 
-	return g ? kvf_sendq_cancel(&kvf_conn_pick(g, wr_id)->sq, wr_id) : 0;
+	kvf_staging_cancel(tp, conn, wr_id, dropped);
+	return dropped;
 }
 
 /* ABORT and ABORT_ACK go on the QP of the room's ROOM_INFO (picked by room
@@ -597,6 +634,7 @@ static bool op_on_wc(void *tp, const struct kvf_event *ev)
 		struct kvf_conn *g = kvf_sched_get(tp, ev->peer);
 
 		c = g ? kvf_conn_pick(g, ev->key) : NULL;
+		kvf_staging_on_wc(tp, ev->peer, ev->key);
 	}
 	if (c) {
 		uint32_t slot = kvf_wr_slot(ev->key);
@@ -633,6 +671,14 @@ static void heartbeats(struct kvf_rdma *t, uint64_t now)
 	}
 }
 
+static void staging_fail(struct kvf_conn *c, const char *why)
+{
+	kvf_err("rdma", "connection %u (%s): %s; tearing it down", c->id, c->peer, why);
+	request_teardown(c, KVF_FAIL_PEER_LOST, why);
+}
+
+static const struct kvf_staging_cb staging_cb = {.kick = conn_kick, .fail = staging_fail};
+
 /* Connections gone and new ones, heartbeats, and the connections with
  * work waiting (pending list): no lock, no scan of the table. */
 static int op_progress(void *tp, uint64_t now_ns)
@@ -645,6 +691,7 @@ static int op_progress(void *tp, uint64_t now_ns)
 		return 0;
 	t->last_scan_ns = now;
 	kvf_sched_collect(t);
+	kvf_staging_progress(t, &staging_cb);
 	heartbeats(t, now);
 	for (struct kvf_conn *c = t->s.pending; c; c = next) {
 		next = c->s_pnext; /* conn_kick may take c off the list */
@@ -668,6 +715,7 @@ static int op_stats(void *tp, struct kvf_transport_stats *out)
 	out->bytes_posted = t->st_bytes;
 	out->wrs_posted = t->st_wrs;
 	out->completions = atomic_load_explicit(&t->st_completions, memory_order_relaxed);
+	kvf_staging_stats(t, out);
 	pthread_mutex_lock(&t->lock);
 	for (uint32_t i = 0; i < KVF_MAX_CONNS; i++) {
 		struct kvf_conn *c = t->conns[i];

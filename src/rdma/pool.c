@@ -30,11 +30,16 @@ static void unreg_buf(struct kvf_pool_buf *b)
 	b->dmabuf_fd = -1;
 }
 
-static int reg_buf(struct ibv_pd *pd, struct kvf_pool_buf *b, uint32_t idx, uint64_t len)
+static int reg_buf(struct ibv_pd *pd, struct kvf_pool_buf *b, uint32_t idx, uint64_t len,
+		   int stage_ok)
 {
 	char what[48];
-	int rc = kvf_pool_reg_cuda(pd, b, len, POOL_ACCESS);
+	int rc = stage_ok == KVF_STAGE_FORCE ? 0 : kvf_pool_reg_cuda(pd, b, len, POOL_ACCESS);
 
+	if (stage_ok == KVF_STAGE_FORCE || (rc < 0 && b->cuda && stage_ok)) {
+		b->staged = true; /* no MR: stage.c copies it into registered slots */
+		return 0;
+	}
 	if (rc <= 0) {
 		if (rc < 0)
 			kvf_err("pool", "buffer %" PRIu32 " (0x%" PRIx64 ", %" PRIu64
@@ -91,7 +96,24 @@ void kvf_pool_destroy(struct kvf_pool *p)
 	pool_free(p, p->nbufs);
 }
 
-int kvf_pool_create(struct ibv_pd *pd, const struct kvf_region_layout *layout,
+/* Once per region: that it is staged, and why (the buffers' own messages
+ * from the failed registrations came before). */
+static void log_staged(struct kvf_pool *p, int stage_ok)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < p->nbufs; i++)
+		n += p->bufs[i].staged;
+	if (!n)
+		return;
+	p->stage = stage_ok == KVF_STAGE_FORCE ? KVF_POOL_STAGE_HOST : KVF_POOL_STAGE_CUDA;
+	kvf_info("pool", "region '%s': %" PRIu32 " of %" PRIu32 " buffers staged through registered "
+		 "host memory: %s", p->name, n, p->nbufs, p->stage == KVF_POOL_STAGE_HOST ?
+		 "KVF_TEST_STAGE_REGIONS names it (test hook)" :
+		 "CUDA memory the NIC cannot register (no dmabuf, no peer memory)");
+}
+
+int kvf_pool_create(struct ibv_pd *pd, const struct kvf_region_layout *layout, int stage_ok,
 		    struct kvf_pool **out)
 {
 	struct kvf_pool *p;
@@ -118,14 +140,15 @@ int kvf_pool_create(struct ibv_pd *pd, const struct kvf_region_layout *layout,
 		b->addr = (uint64_t)(uintptr_t)layout->bufs[i];
 		b->block_size = layout->item_size[i];
 		b->dmabuf_fd = -1;
-		rc = reg_buf(pd, b, i, b->block_size * p->nblocks);
+		rc = reg_buf(pd, b, i, b->block_size * p->nblocks, stage_ok);
 		if (rc) {
 			pool_free(p, i);
 			return rc;
 		}
 		p->wr_bufs[i] = (struct kvf_sq_buf){.addr = b->addr, .block_size = b->block_size,
-						    .key = b->mr->lkey};
+						    .key = b->mr ? b->mr->lkey : 0};
 	}
+	log_staged(p, stage_ok);
 	kvf_info("pool", "region '%s': registered %" PRIu32 " buffers x %" PRIu32 " items",
 		 p->name, p->nbufs, p->nblocks);
 	*out = p;

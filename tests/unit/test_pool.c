@@ -29,7 +29,7 @@ static int create(uint64_t bs0, uint64_t bs1, uint32_t nblocks)
 	struct kvf_region_layout l = {.name = "kv", .nbufs = 2, .nitems = nblocks, .bufs = bufs,
 				     .item_size = bs};
 	struct kvf_pool *p = NULL;
-	int rc = kvf_pool_create(NULL, &l, &p);
+	int rc = kvf_pool_create(NULL, &l, KVF_STAGE_REFUSE, &p);
 
 	cr_assert_null(p);
 	return rc;
