@@ -179,6 +179,12 @@ struct kvf_stats {
 	uint64_t ring_stalls;        /* times the poller found the ring full */
 	uint64_t events;             /* events applied from the ring */
 	uint64_t oldest_inflight_ns; /* age of the oldest TRANSFERRING room, 0 if none */
+	/* Staging through host memory (sender regions of CUDA memory the NIC
+	 * cannot register; docs/design.md "GPU memory and staging"): */
+	uint64_t staged_bytes;       /* bytes copied into staging slots */
+	uint64_t staged_chunks;      /* chunks that were given slots */
+	uint64_t stage_waits;        /* chunks that waited for free slots */
+	uint64_t stage_slots_busy;   /* gauge: slots not free (0 when all are back) */
 };
 #define KVF_STATS_INIT { .size = sizeof(struct kvf_stats) }
 
