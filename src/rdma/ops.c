@@ -330,8 +330,7 @@ static void check_shapes(struct kvf_conn *c)
 /* One part of a chunk against both sides' regions: the peer's of the same
  * name and shape, every item inside. Fills *sp. */
 static int check_part(struct kvf_rdma *t, struct kvf_conn *c, const struct kvf_peer_pool *pp,
-		      const struct kvf_xfer_part *x, struct kvf_sq_part *sp,
-		      const struct kvf_pool **pool)
+		      const struct kvf_xfer_part *x, struct kvf_sq_part *sp)
 {
 	const struct kvf_pool *p = x->region < KVF_MAX_REGIONS ? t->regions[x->region] : NULL;
 	const struct kvf_hello_region *r;
@@ -353,54 +352,12 @@ static int check_part(struct kvf_rdma *t, struct kvf_conn *c, const struct kvf_p
 	for (uint32_t i = 0; i < x->n; i++)
 		if (x->src[i] >= p->nblocks || x->dst[i] >= r->nitems)
 			return -ERANGE;
-	*pool = p;
 	*sp = (struct kvf_sq_part){.local = p->wr_bufs, .remote = pp->bufs + pp->first_buf[idx],
 				   .nbufs = p->nbufs, .n = x->n, .src = x->src, .dst = x->dst};
 	return 0;
 }
 
 /* ================================================================ ops */
-
-static int op_region_register(void *tp, const struct kvf_region_layout *layout)
-{
-	struct kvf_rdma *t = tp;
-	uint32_t nbufs = layout->nbufs;
-	int rc;
-
-	if (layout->id >= KVF_MAX_REGIONS || t->regions[layout->id])
-		return -EEXIST;
-	for (uint32_t i = 0; i < KVF_MAX_REGIONS; i++)
-		nbufs += t->regions[i] ? t->regions[i]->nbufs : 0;
-	if (nbufs > KVF_HELLO_MAX_BUFS) {
-		kvf_err("rdma", "region '%s': %u buffers over every region, at most %u",
-			layout->name, nbufs, KVF_HELLO_MAX_BUFS);
-		return -ENOSPC;
-	}
-	rc = kvf_pool_create(t->pd, layout, !t->cfg.cuda_staging ? KVF_STAGE_REFUSE :
-			     kvf_stage_test_forced(layout->name) ? KVF_STAGE_FORCE : KVF_STAGE_ALLOW,
-			     &t->regions[layout->id]);
-	if (!rc && t->regions[layout->id]->stage)
-		rc = kvf_staging_region(t, t->regions[layout->id]);
-	if (rc) {
-		kvf_pool_destroy(t->regions[layout->id]);
-		t->regions[layout->id] = NULL;
-		return rc;
-	}
-	t->regions[layout->id]->seq = ++t->region_seq;
-	t->nregions++;
-	return 0;
-}
-
-/* No room uses it (the engine checked): nothing of ours is posted from or
- * into it, and a peer may only write into it for a room we name it in. */
-static void op_region_unregister(void *tp, uint32_t id)
-{
-	struct kvf_rdma *t = tp;
-
-	kvf_pool_destroy(t->regions[id]);
-	t->regions[id] = NULL;
-	t->nregions--;
-}
 
 /* The peer connection to peer: the live one, or a new QP group. *out is
  * the lead (the scheduler's own reference keeps it). */
@@ -439,26 +396,6 @@ static bool regions_known(const struct kvf_rdma *t, const struct kvf_conn *c,
 	return true;
 }
 
-/* A receiver's region must be registered memory: a staged one would need
- * a copy after the final write-with-immediate, and SUCCESS would no longer
- * mean that every byte is in place (docs/design.md, "GPU memory and
- * staging"). */
-static bool receiver_regions_ok(const struct kvf_rdma *t, const struct kvf_info_out *info)
-{
-	for (uint32_t k = 0; k < info->nlists; k++) {
-		const struct kvf_pool *p = info->lists[k].region < KVF_MAX_REGIONS ?
-					   t->regions[info->lists[k].region] : NULL;
-
-		if (p && p->stage) {
-			kvf_err("rdma", "room %#" PRIx64 ": region '%s' is staged through host memory "
-				"and cannot receive: a decode needs GPUDirect (dmabuf or peer memory) "
-				"or host memory", info->room_id, p->name);
-			return false;
-		}
-	}
-	return true;
-}
-
 /* The info, encoded now (proto.h), goes as one ROOM_INFO sequence split at
  * post time to the peer's frame size. */
 static int op_send_room_info(void *tp, const char *peer, const struct kvf_info_out *info,
@@ -482,7 +419,7 @@ static int op_send_room_info(void *tp, const char *peer, const struct kvf_info_o
 	len = kvf_proto_info_len(pl, info->nlists, info->user_len);
 	if (len > kvf_proto_info_max(t->cfg.max_blocks_per_room))
 		return -EINVAL;
-	if (!receiver_regions_ok(t, info))
+	if (!kvf_staging_receiver_ok(t, info))
 		return -ENOTSUP;
 	f = frame_alloc(0);
 	if (f)
@@ -523,7 +460,6 @@ static int op_post_chunk(void *tp, uint32_t conn, uint64_t wr_id, const struct k
 			 uint32_t nparts, const uint32_t *imm)
 {
 	struct kvf_sq_part sp[KVF_MAX_REGIONS];
-	const struct kvf_pool *pools[KVF_MAX_REGIONS];
 	struct kvf_rdma *t = tp;
 	struct kvf_conn *g = kvf_sched_get(t, conn), *c;
 	const struct kvf_peer_pool *pp;
@@ -542,14 +478,13 @@ static int op_post_chunk(void *tp, uint32_t conn, uint64_t wr_id, const struct k
 	if (!pp)
 		return -EPROTO;
 	for (uint32_t i = 0; i < nparts; i++) {
-		rc = check_part(t, c, pp, &parts[i], &sp[i], &pools[i]);
+		rc = check_part(t, c, pp, &parts[i], &sp[i]);
 		if (rc)
 			return rc;
 	}
 	/* The zero-length immediate of a chunk with nothing to copy goes to
 	 * any buffer of the peer's: it writes no byte. */
-	rc = t->staging ? kvf_staging_add(t, c, conn, wr_id, sp, pools, nparts, imm, &pp->bufs[0]) :
-			  kvf_sendq_add_parts(&c->sq, sp, nparts, wr_id, imm, &pp->bufs[0]);
+	rc = kvf_staging_add(t, c, conn, wr_id, sp, parts, nparts, imm, &pp->bufs[0]);
 	if (rc >= 0) {
 		for (uint32_t i = 0; i < nparts; i++)
 			for (uint32_t b = 0; b < sp[i].nbufs; b++)
@@ -562,10 +497,9 @@ static int op_post_chunk(void *tp, uint32_t conn, uint64_t wr_id, const struct k
 static int op_cancel_writes(void *tp, uint32_t conn, uint64_t wr_id)
 {
 	struct kvf_conn *g = kvf_sched_get(tp, conn);
-	int dropped = g ? kvf_sendq_cancel(&kvf_conn_pick(g, wr_id)->sq, wr_id) : 0;
 
-	kvf_staging_cancel(tp, conn, wr_id, dropped);
-	return dropped;
+	return kvf_staging_cancel(tp, conn, wr_id,
+				  g ? kvf_sendq_cancel(&kvf_conn_pick(g, wr_id)->sq, wr_id) : 0);
 }
 
 /* ABORT and ABORT_ACK go on the QP of the room's ROOM_INFO (picked by room
@@ -671,14 +605,6 @@ static void heartbeats(struct kvf_rdma *t, uint64_t now)
 	}
 }
 
-static void staging_fail(struct kvf_conn *c, const char *why)
-{
-	kvf_err("rdma", "connection %u (%s): %s; tearing it down", c->id, c->peer, why);
-	request_teardown(c, KVF_FAIL_PEER_LOST, why);
-}
-
-static const struct kvf_staging_cb staging_cb = {.kick = conn_kick, .fail = staging_fail};
-
 /* Connections gone and new ones, heartbeats, and the connections with
  * work waiting (pending list): no lock, no scan of the table. */
 static int op_progress(void *tp, uint64_t now_ns)
@@ -691,7 +617,7 @@ static int op_progress(void *tp, uint64_t now_ns)
 		return 0;
 	t->last_scan_ns = now;
 	kvf_sched_collect(t);
-	kvf_staging_progress(t, &staging_cb);
+	kvf_staging_progress(t, conn_kick, request_teardown);
 	heartbeats(t, now);
 	for (struct kvf_conn *c = t->s.pending; c; c = next) {
 		next = c->s_pnext; /* conn_kick may take c off the list */
@@ -730,8 +656,8 @@ static int op_stats(void *tp, struct kvf_transport_stats *out)
 
 const struct kvf_transport_ops kvf_rdma_ops = {
 	.stats = op_stats,
-	.region_register = op_region_register,
-	.region_unregister = op_region_unregister,
+	.region_register = kvf_rdma_region_register,
+	.region_unregister = kvf_rdma_region_unregister,
 	.send_room_info = op_send_room_info,
 	.post_chunk = op_post_chunk,
 	.cancel_writes = op_cancel_writes,

@@ -10,6 +10,8 @@
 
 #include "kvf_build.h"
 #include "log.h"
+#include "rdma_internal.h"
+#include "stage.h"
 #include "verbs.h"
 
 #if HAVE_CUDA
@@ -153,6 +155,42 @@ int kvf_pool_create(struct ibv_pd *pd, const struct kvf_region_layout *layout, i
 		 p->name, p->nbufs, p->nblocks);
 	*out = p;
 	return 0;
+}
+
+/* -------------------------------------------- the transport's regions */
+
+int kvf_rdma_region_register(void *tp, const struct kvf_region_layout *layout)
+{
+	struct kvf_rdma *t = tp;
+	uint32_t nbufs = layout->nbufs;
+	int rc;
+
+	if (layout->id >= KVF_MAX_REGIONS || t->regions[layout->id])
+		return -EEXIST;
+	for (uint32_t i = 0; i < KVF_MAX_REGIONS; i++)
+		nbufs += t->regions[i] ? t->regions[i]->nbufs : 0;
+	if (nbufs > KVF_HELLO_MAX_BUFS) {
+		kvf_err("rdma", "region '%s': %u buffers over every region, at most %u",
+			layout->name, nbufs, KVF_HELLO_MAX_BUFS);
+		return -ENOSPC;
+	}
+	rc = kvf_staging_pool_create(t, layout, &t->regions[layout->id]);
+	if (rc)
+		return rc;
+	t->regions[layout->id]->seq = ++t->region_seq;
+	t->nregions++;
+	return 0;
+}
+
+/* No room uses it (the engine checked): nothing of ours is posted from or
+ * into it, and a peer may only write into it for a room we name it in. */
+void kvf_rdma_region_unregister(void *tp, uint32_t id)
+{
+	struct kvf_rdma *t = tp;
+
+	kvf_pool_destroy(t->regions[id]);
+	t->regions[id] = NULL;
+	t->nregions--;
 }
 
 /* ------------------------------------------------------------- CUDA */

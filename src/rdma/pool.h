@@ -61,6 +61,11 @@ int kvf_pool_create(struct ibv_pd *pd, const struct kvf_region_layout *layout, i
 		    struct kvf_pool **out);
 void kvf_pool_destroy(struct kvf_pool *p);
 
+/* The transport's region_register and region_unregister ops (transport.h):
+ * its table of regions, the buffer limit of HELLO, staging (stage.h). */
+int kvf_rdma_region_register(void *t, const struct kvf_region_layout *layout);
+void kvf_rdma_region_unregister(void *t, uint32_t id);
+
 /* Register one CUDA buffer (the CUDA half of pool.c). Returns 0 and
  * fills b->mr (and b->dmabuf_fd), 1 when addr is not device memory (the
  * caller registers it as host memory), or -errno. */

@@ -103,7 +103,7 @@ static int region_copier(struct kvf_staging *s, const struct kvf_pool *p)
 	return -EINVAL;
 }
 
-int kvf_staging_region(struct kvf_rdma *t, const struct kvf_pool *p)
+static int staging_region(struct kvf_rdma *t, const struct kvf_pool *p)
 {
 	int rc;
 
@@ -125,6 +125,42 @@ int kvf_staging_region(struct kvf_rdma *t, const struct kvf_pool *p)
 		kvf_err("stage", "region '%s': no %s copier for staging: %s", p->name,
 			p->stage == KVF_POOL_STAGE_HOST ? "host" : "CUDA", strerror(-rc));
 	return rc;
+}
+
+int kvf_staging_pool_create(struct kvf_rdma *t, const struct kvf_region_layout *layout,
+			    struct kvf_pool **out)
+{
+	int rc = kvf_pool_create(t->pd, layout, !t->cfg.cuda_staging ? KVF_STAGE_REFUSE :
+				 kvf_stage_test_forced(layout->name) ? KVF_STAGE_FORCE :
+				 KVF_STAGE_ALLOW, out);
+
+	if (!rc && (*out)->stage)
+		rc = staging_region(t, *out);
+	if (rc && *out) {
+		kvf_pool_destroy(*out);
+		*out = NULL;
+	}
+	return rc;
+}
+
+/* A receiver's region must be registered memory: a staged one would need
+ * a copy after the final write-with-immediate, and SUCCESS would no longer
+ * mean that every byte is in place (docs/design.md, "GPU memory and
+ * staging"). */
+bool kvf_staging_receiver_ok(const struct kvf_rdma *t, const struct kvf_info_out *info)
+{
+	for (uint32_t k = 0; k < info->nlists; k++) {
+		const struct kvf_pool *p = info->lists[k].region < KVF_MAX_REGIONS ?
+					   t->regions[info->lists[k].region] : NULL;
+
+		if (p && p->stage) {
+			kvf_err("rdma", "room %#" PRIx64 ": region '%s' is staged through host memory "
+				"and cannot receive: a decode needs GPUDirect (dmabuf or peer memory) "
+				"or host memory", info->room_id, p->name);
+			return false;
+		}
+	}
+	return true;
 }
 
 void kvf_staging_destroy(struct kvf_rdma *t)
@@ -360,14 +396,20 @@ static int queue_held(struct kvf_staging *s, struct kvf_conn *c, struct kvf_stag
 }
 
 int kvf_staging_add(struct kvf_rdma *t, struct kvf_conn *c, uint32_t conn, uint64_t wr_id,
-		    const struct kvf_sq_part *sp, const struct kvf_pool *const *pools,
+		    const struct kvf_sq_part *sp, const struct kvf_xfer_part *parts,
 		    uint32_t nparts, const uint32_t *imm, const struct kvf_sq_buf *imm_to)
 {
+	const struct kvf_pool *pools[KVF_MAX_REGIONS];
 	struct kvf_staging *s = t->staging;
 	struct kvf_stage_claim *cl;
 	struct chunk_build cb;
-	int rc = build(s, sp, pools, nparts, &cb);
+	int rc;
 
+	if (!s)
+		return kvf_sendq_add_parts(&c->sq, sp, nparts, wr_id, imm, imm_to);
+	for (uint32_t i = 0; i < nparts; i++)
+		pools[i] = t->regions[parts[i].region]; /* checked by the caller */
+	rc = build(s, sp, pools, nparts, &cb);
 	if (rc)
 		return rc;
 	if (!cb.any) { /* nothing staged: as without staging, but counted */
@@ -409,16 +451,17 @@ void kvf_staging_on_wc(struct kvf_rdma *t, uint32_t conn, uint64_t wr_id)
 		kvf_stage_completed(&t->staging->pool, conn, wr_id);
 }
 
-void kvf_staging_cancel(struct kvf_rdma *t, uint32_t conn, uint64_t wr_id, int ndropped)
+int kvf_staging_cancel(struct kvf_rdma *t, uint32_t conn, uint64_t wr_id, int ndropped)
 {
 	if (!t->staging)
-		return;
+		return ndropped;
 	kvf_stage_cancel(&t->staging->pool, conn, wr_id, ndropped > 0 ? (uint32_t)ndropped : 0);
 	kvf_stage_reap(&t->staging->pool);
+	return ndropped;
 }
 
-static void copy_check(struct kvf_rdma *t, struct kvf_stage_claim *cl,
-		       const struct kvf_staging_cb *cb)
+static void copy_check(struct kvf_rdma *t, struct kvf_stage_claim *cl, kvf_staging_kick_fn kick,
+		       kvf_staging_fail_fn fail)
 {
 	struct stage_chunk *ch = cl->priv;
 	int rc = ch->ev ? ch->cp->ops->done(ch->cp, ch->ev) : -EIO;
@@ -434,14 +477,16 @@ static void copy_check(struct kvf_rdma *t, struct kvf_stage_claim *cl,
 	if (!c)
 		return;
 	if (rc < 0) {
-		cb->fail(c, "a staged chunk's copy to host memory failed");
+		kvf_err("stage", "connection %u (%s): a staged chunk's copy to host memory failed; "
+			"tearing it down", c->id, c->peer);
+		fail(c, KVF_FAIL_PEER_LOST, "a staged chunk's copy to host memory failed");
 		return;
 	}
 	kvf_sendq_each_tagged(&c->sq, cl->tag, unhold, NULL);
-	cb->kick(c);
+	kick(c);
 }
 
-void kvf_staging_progress(struct kvf_rdma *t, const struct kvf_staging_cb *cb)
+void kvf_staging_progress(struct kvf_rdma *t, kvf_staging_kick_fn kick, kvf_staging_fail_fn fail)
 {
 	struct kvf_staging *s = t->staging;
 
@@ -449,7 +494,7 @@ void kvf_staging_progress(struct kvf_rdma *t, const struct kvf_staging_cb *cb)
 		return;
 	for (struct kvf_stage_claim *cl = s->pool.head; cl; cl = cl->next)
 		if (cl->state == KVF_CLAIM_COPYING)
-			copy_check(t, cl, cb);
+			copy_check(t, cl, kick, fail);
 	for (struct kvf_stage_room *r = s->pool.rooms; r; r = r->next)
 		if (!kvf_sched_get(t, r->conn) && r->done < r->queued)
 			kvf_stage_conn_gone(&s->pool, r->conn);

@@ -12,7 +12,7 @@
 #             kv bytes the prefill handed over, chunks waited for slots,
 #             every slot back at the end
 #   abort N   staging_pool_mb 1 (4 slots); N requests, chunks 20 ms apart, aborts from both sides while
-#             chunks wait for slots or their copy; then N more with the
+#             chunks wait for slots or their copy; then 4 N more with the
 #             decode SIGKILLed after 15: every room ends in bounded time
 #             (aborts / peer lost only), all released, every slot back
 #   stage.sh BUILD DEV0 ADDR0 DEV1 ADDR1 MODE N
@@ -104,7 +104,8 @@ abort)
 	ta=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }')
 	note "aborts: $(summary "$W/abort.decode.out" ok) SUCCESS, aborted by the prefill $pa, by the decode $da, in $ta s"
 
-	run_pair kill 18773 --rooms "$n" --window 16 --chunk-gap-ms 50 --stop-on-lost 8
+	# enough requests that the decode is still busy when 15 have ended
+	run_pair kill 18773 --rooms $((n * 4)) --window 16 --chunk-gap-ms 50 --stop-on-lost 8
 	wait_lines "$W/kill.decode.out" ' SUCCESS ' 15 90 ||
 		{ show "$W/kill.decode.out" "$W/kill.decode.log"; fail "the decode did not get 15 rooms in 90 s"; }
 	vchild=$(pgrep -P "$dpid" | head -n1)
