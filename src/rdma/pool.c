@@ -36,10 +36,12 @@ static int reg_buf(struct ibv_pd *pd, struct kvf_pool_buf *b, uint32_t idx, uint
 		   int stage_ok)
 {
 	char what[48];
-	int rc = stage_ok == KVF_STAGE_FORCE ? 0 : kvf_pool_reg_cuda(pd, b, len, POOL_ACCESS);
+	int rc = kvf_pool_reg_cuda(pd, b, len, POOL_ACCESS);
 
-	if (stage_ok == KVF_STAGE_FORCE || (rc < 0 && b->cuda && stage_ok)) {
-		b->staged = true; /* no MR: stage.c copies it into registered slots */
+	/* No MR: stage.c copies it into registered slots. The test hook
+	 * stages host memory only (its copier is memcpy). */
+	if ((rc == 1 && stage_ok == KVF_STAGE_FORCE) || (rc < 0 && b->cuda && stage_ok)) {
+		b->staged = true;
 		return 0;
 	}
 	if (rc <= 0) {
@@ -100,19 +102,28 @@ void kvf_pool_destroy(struct kvf_pool *p)
 
 /* Once per region: that it is staged, and why (the buffers' own messages
  * from the failed registrations came before). */
-static void log_staged(struct kvf_pool *p, int stage_ok)
+static int log_staged(struct kvf_pool *p)
 {
-	uint32_t n = 0;
+	uint32_t n = 0, ncuda = 0;
 
-	for (uint32_t i = 0; i < p->nbufs; i++)
+	for (uint32_t i = 0; i < p->nbufs; i++) {
 		n += p->bufs[i].staged;
+		ncuda += p->bufs[i].staged && p->bufs[i].cuda;
+	}
 	if (!n)
-		return;
-	p->stage = stage_ok == KVF_STAGE_FORCE ? KVF_POOL_STAGE_HOST : KVF_POOL_STAGE_CUDA;
+		return 0;
+	if (ncuda && ncuda < n) {
+		kvf_err("pool", "region '%s': %" PRIu32 " staged CUDA buffers and %" PRIu32 " staged "
+			"host buffers (KVF_TEST_STAGE_REGIONS): one copier per region", p->name,
+			ncuda, n - ncuda);
+		return -ENOTSUP;
+	}
+	p->stage = ncuda ? KVF_POOL_STAGE_CUDA : KVF_POOL_STAGE_HOST;
 	kvf_info("pool", "region '%s': %" PRIu32 " of %" PRIu32 " buffers staged through registered "
 		 "host memory: %s", p->name, n, p->nbufs, p->stage == KVF_POOL_STAGE_HOST ?
 		 "KVF_TEST_STAGE_REGIONS names it (test hook)" :
 		 "CUDA memory the NIC cannot register (no dmabuf, no peer memory)");
+	return 0;
 }
 
 int kvf_pool_create(struct ibv_pd *pd, const struct kvf_region_layout *layout, int stage_ok,
@@ -150,7 +161,11 @@ int kvf_pool_create(struct ibv_pd *pd, const struct kvf_region_layout *layout, i
 		p->wr_bufs[i] = (struct kvf_sq_buf){.addr = b->addr, .block_size = b->block_size,
 						    .key = b->mr ? b->mr->lkey : 0};
 	}
-	log_staged(p, stage_ok);
+	rc = log_staged(p);
+	if (rc) {
+		pool_free(p, p->nbufs);
+		return rc;
+	}
 	kvf_info("pool", "region '%s': registered %" PRIu32 " buffers x %" PRIu32 " items",
 		 p->name, p->nbufs, p->nblocks);
 	*out = p;

@@ -53,7 +53,8 @@ enum kvf_pool_stage_ok {
  *   -EINVAL   a NULL buffer, zero items or item size, a size that overflows,
  *             an item size over KVF_SQ_MAX_WR_BYTES (one RDMA WRITE; logged)
  *   -ENOMEM
- *   -ENOTSUP  CUDA device memory in a build without CUDA
+ *   -ENOTSUP  CUDA device memory in a build without CUDA, or a region
+ *             mixing staged CUDA and staged host buffers (logged)
  *   -ENODEV   CUDA device memory but no usable driver (libcuda not loadable)
  *   -errno    from the registration (logged with the buffer index)
  */
