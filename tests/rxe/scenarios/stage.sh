@@ -21,7 +21,7 @@ mode=${1:?stream|abort} n=${2:?requests}
 SG=$BIN/sglang_driver
 [ -x "$SG" ] || fail "not built: $SG"
 HB_MS=1000 HB_MISSES=5
-args=(--layers 16 --page-bytes 2048 --max-pages 12 --seed 88 --timeout 300)
+args=(--layers 16 --page-bytes 2048 --max-pages 12 --seed 88 --timeout 280)
 
 # run_pair TAG PORT [DRIVER ARGS...]: both sides in the background; the
 # prefill stages its kv region. Sets ppid, dpid.
@@ -30,14 +30,14 @@ run_pair() {
 	shift 2
 	engine_conf "$W/$tag.p.conf" "prefill-$tag" prefill "$port" "staging_pool_mb = $STAGE_MB;"
 	engine_conf "$W/$tag.d.conf" "decode-$tag" decode "$port"
-	KVF_TEST_STAGE_REGIONS=kv timeout -k 5 200 "$SG" --role prefill \
+	KVF_TEST_STAGE_REGIONS=kv timeout -k 5 300 "$SG" --role prefill \
 		--config "$W/$tag.p.conf" "${args[@]}" "$@" --ready-file "$W/$tag.ready" \
 		> "$W/$tag.prefill.out" 2> "$W/$tag.prefill.log" &
 	ppid=$!
 	CHILDREN+=("$ppid")
 	wait_file "$W/$tag.ready" 60 ||
 		{ show "$W/$tag.prefill.out" "$W/$tag.prefill.log"; fail "$tag: prefill not ready in 60 s"; }
-	timeout -k 5 200 "$SG" --role decode --config "$W/$tag.d.conf" "${args[@]}" "$@" \
+	timeout -k 5 300 "$SG" --role decode --config "$W/$tag.d.conf" "${args[@]}" "$@" \
 		> "$W/$tag.decode.out" 2> "$W/$tag.decode.log" &
 	dpid=$!
 	CHILDREN+=("$dpid")
@@ -62,9 +62,9 @@ both_end() {
 	wait "$ppid"; prc=$?
 	CHILDREN=()
 	grep '^driver: role=' "$W/$1.prefill.out" "$W/$1.decode.out"
-	[ "$prc" = 0 ] || { show "$W/$1.prefill.out" "$W/$1.prefill.log"; fail "$1: prefill exit $prc"; }
+	[ "$prc" = 0 ] || { show "$W/$1".*; fail "$1: prefill exit $prc"; }
 	[ "$drc" = 0 ] || [ "$1" = kill ] ||
-		{ show "$W/$1.decode.out" "$W/$1.decode.log"; fail "$1: decode exit $drc"; }
+		{ show "$W/$1".*; fail "$1: decode exit $drc"; }
 	for side in prefill decode; do
 		[ "$1" = kill ] && [ $side = decode ] && continue
 		f=$W/$1.$side.out
