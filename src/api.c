@@ -318,6 +318,12 @@ int kvf_receiver_init_regions(kvf_engine *eng, kvf_room room, const struct kvf_i
 			      "not know it (regions reach a peer in HELLO)", eng->peers[r->peer]);
 		return rc;
 	}
+	if (rc == -ENOTSUP) {
+		kvf_room_fail(eng, r, KVF_FAIL_BAD_REQUEST, ENOTSUP, "a region of the room is staged "
+			      "through host memory (CUDA memory the NIC cannot register): a receiver "
+			      "needs GPUDirect (dmabuf or peer memory) or host memory");
+		return rc;
+	}
 	if (rc) {
 		kvf_room_fail(eng, r, KVF_FAIL_CONNECT, -rc, "sending ROOM_INFO to %s failed: %s",
 			      eng->peers[r->peer], strerror(-rc));

@@ -202,6 +202,13 @@ static const struct kvf_key keys[] = {
 	{ .name = "rdma.connect_timeout_ms", U32_FIELD(connect_timeout_ms),
 	  .side = SIDE_BOTH, .phase = PH_CONN, .def = 5000, .min = 100,
 	  .max = 600000 },
+	/* 1: a sender region of CUDA memory the NIC cannot register (no
+	 * dmabuf, no peer memory) is staged through host memory; 0: refused */
+	{ .name = "rdma.cuda_staging", U32_FIELD(cuda_staging), .side = SIDE_PREFILL,
+	  .phase = PH_XFER, .def = 1, .min = 0, .max = 1 },
+	/* registered host memory for staging, in 256 KiB slots */
+	{ .name = "rdma.staging_pool_mb", U32_FIELD(staging_pool_mb), .side = SIDE_PREFILL,
+	  .phase = PH_XFER, .def = 64, .min = 1, .max = 65536 },
 };
 
 

@@ -318,6 +318,20 @@ int kvf_progress(kvf_engine *eng)
 
 /* -------------------------------------------------------------- inspection */
 
+/* The transport's staging counters (src/rdma/stage.h), when it has them. */
+static void staging_stats(const kvf_engine *eng, struct kvf_stats *st)
+{
+	struct kvf_transport_stats ts;
+
+	memset(&ts, 0, sizeof(ts));
+	if (!eng->ops || !eng->ops->stats || eng->ops->stats(eng->t, &ts))
+		return;
+	st->staged_bytes = ts.staged_bytes;
+	st->staged_chunks = ts.staged_chunks;
+	st->stage_waits = ts.stage_waits;
+	st->stage_slots_busy = ts.stage_slots_busy;
+}
+
 int kvf_stats(const kvf_engine *eng, struct kvf_stats *out)
 {
 	struct kvf_stats st;
@@ -332,6 +346,7 @@ int kvf_stats(const kvf_engine *eng, struct kvf_stats *out)
 	st.oldest_inflight_ns = 0;
 	if (eng->inflight_head)
 		st.oldest_inflight_ns = kvf_now(eng) - eng->slots[eng->inflight_head - 1].state_ns;
+	staging_stats(eng, &st);
 	return kvf_sized_copy(out, &st, sizeof(st), offsetof(struct kvf_stats, rooms));
 }
 

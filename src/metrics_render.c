@@ -246,6 +246,16 @@ static void transport_counters(const struct kvf_snap *s, struct kvf_buf *b)
 	counter(b, "kvferry_completions_total", "Work completions polled.", s->tst.completions);
 	family(b, "kvferry_connections", "gauge", "Connections not dead.");
 	kvf_buf_printf(b, "kvferry_connections %" PRIu64 "\n", s->tst.conns_live);
+	counter(b, "kvferry_staged_bytes_total", "Bytes copied into host staging slots "
+		"(regions the NIC could not register).", s->tst.staged_bytes);
+	counter(b, "kvferry_staged_chunks_total", "Chunks sent through staging slots.",
+		s->tst.staged_chunks);
+	counter(b, "kvferry_stage_waits_total", "Staged chunks that waited for free slots.",
+		s->tst.stage_waits);
+	counter(b, "kvferry_stage_copy_errors_total", "Staging copies that failed.",
+		s->tst.stage_copy_errors);
+	family(b, "kvferry_stage_slots_busy", "gauge", "Staging slots not free.");
+	kvf_buf_printf(b, "kvferry_stage_slots_busy %" PRIu64 "\n", s->tst.stage_slots_busy);
 }
 
 static void hist(struct kvf_buf *b, const char *name, enum kvf_hist_kind kind,

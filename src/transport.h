@@ -86,6 +86,12 @@ struct kvf_transport_stats {
 	uint64_t bytes_posted;  /* their bytes */
 	uint64_t completions;   /* work completions polled */
 	uint64_t conns_live;    /* gauge: connections not dead */
+	/* Staging through host memory (src/rdma/stage.h): */
+	uint64_t staged_bytes;      /* bytes copied into staging slots */
+	uint64_t staged_chunks;     /* chunks that got slots */
+	uint64_t stage_waits;       /* chunks that waited for slots */
+	uint64_t stage_slots_busy;  /* gauge: slots not free */
+	uint64_t stage_copy_errors; /* copies that failed (the connection went) */
 };
 
 struct kvf_transport_ops {

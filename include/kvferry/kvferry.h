@@ -179,6 +179,12 @@ struct kvf_stats {
 	uint64_t ring_stalls;        /* times the poller found the ring full */
 	uint64_t events;             /* events applied from the ring */
 	uint64_t oldest_inflight_ns; /* age of the oldest TRANSFERRING room, 0 if none */
+	/* Staging through host memory (sender regions of CUDA memory the NIC
+	 * cannot register; docs/design.md "GPU memory and staging"): */
+	uint64_t staged_bytes;       /* bytes copied into staging slots */
+	uint64_t staged_chunks;      /* chunks that were given slots */
+	uint64_t stage_waits;        /* chunks that waited for free slots */
+	uint64_t stage_slots_busy;   /* gauge: slots not free (0 when all are back) */
 };
 #define KVF_STATS_INIT { .size = sizeof(struct kvf_stats) }
 
@@ -404,6 +410,10 @@ struct kvf_region_desc {
  *   -ENOSPC   KVF_MAX_REGIONS regions, or 1024 buffers over all regions
  *   -ENOMEM, -ENOTSUP (CUDA memory without CUDA support), -errno from
  *   ibv_reg_mr
+ * CUDA memory the NIC cannot register (no dmabuf, no peer memory) is not
+ * an error while rdma.cuda_staging is 1: it is sent through registered
+ * host memory (logged once; sender side only, see kvf_receiver_init_regions;
+ * docs/design.md, "GPU memory and staging").
  */
 KVF_API int kvf_region_register(kvf_engine *eng, const struct kvf_region_desc *desc,
 				uint32_t *region);
@@ -466,6 +476,8 @@ struct kvf_index_list {
  *   -ERANGE     an item is outside its region (the room is FAILED, BAD_REQUEST)
  *   -EALREADY   init was already called
  *   -ECANCELED  the room is already FAILED
+ *   -ENOTSUP    a list names a region staged through host memory: a
+ *               receiver cannot be staged (the room is FAILED, BAD_REQUEST)
  */
 KVF_API int kvf_receiver_init_regions(kvf_engine *eng, kvf_room room,
 				      const struct kvf_index_list *lists, uint32_t nlists,

@@ -21,6 +21,7 @@
 #include "proto.h"
 #include "sched.h"
 #include "sendq.h"
+#include "stage.h"
 #include "verbs.h"
 
 #define FRAME_CAP (64u * 1024u)
@@ -79,6 +80,7 @@ void kvf_rdma_close(void *tp)
 		rdma_destroy_id(t->listen_id);
 	for (uint32_t i = 0; i < KVF_MAX_REGIONS; i++)
 		kvf_pool_destroy(t->regions[i]);
+	kvf_staging_destroy(t); /* its MR before the PD */
 	if (t->cch)
 		ibv_destroy_comp_channel(t->cch);
 	if (t->pd)

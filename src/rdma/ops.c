@@ -21,6 +21,7 @@
 #include "proto.h"
 #include "sched.h"
 #include "sendq.h"
+#include "stage.h"
 
 #define PROGRESS_EVERY_NS 50000ull
 
@@ -87,7 +88,8 @@ static int send_hello(struct kvf_conn *c)
 		for (uint32_t b = 0; b < p->nbufs; b++)
 			hb[nb++] = (struct kvf_hello_buf){.addr = p->bufs[b].addr,
 							  .item_size = p->bufs[b].block_size,
-							  .rkey = p->bufs[b].mr->rkey};
+							  .rkey = p->bufs[b].mr ?
+								  p->bufs[b].mr->rkey : 0};
 	}
 	len = kvf_proto_encode_hello(buf, c->peer_frame_max < t->frame_max ?
 					  c->peer_frame_max : t->frame_max,
@@ -357,40 +359,6 @@ static int check_part(struct kvf_rdma *t, struct kvf_conn *c, const struct kvf_p
 
 /* ================================================================ ops */
 
-static int op_region_register(void *tp, const struct kvf_region_layout *layout)
-{
-	struct kvf_rdma *t = tp;
-	uint32_t nbufs = layout->nbufs;
-	int rc;
-
-	if (layout->id >= KVF_MAX_REGIONS || t->regions[layout->id])
-		return -EEXIST;
-	for (uint32_t i = 0; i < KVF_MAX_REGIONS; i++)
-		nbufs += t->regions[i] ? t->regions[i]->nbufs : 0;
-	if (nbufs > KVF_HELLO_MAX_BUFS) {
-		kvf_err("rdma", "region '%s': %u buffers over every region, at most %u",
-			layout->name, nbufs, KVF_HELLO_MAX_BUFS);
-		return -ENOSPC;
-	}
-	rc = kvf_pool_create(t->pd, layout, &t->regions[layout->id]);
-	if (rc)
-		return rc;
-	t->regions[layout->id]->seq = ++t->region_seq;
-	t->nregions++;
-	return 0;
-}
-
-/* No room uses it (the engine checked): nothing of ours is posted from or
- * into it, and a peer may only write into it for a room we name it in. */
-static void op_region_unregister(void *tp, uint32_t id)
-{
-	struct kvf_rdma *t = tp;
-
-	kvf_pool_destroy(t->regions[id]);
-	t->regions[id] = NULL;
-	t->nregions--;
-}
-
 /* The peer connection to peer: the live one, or a new QP group. *out is
  * the lead (the scheduler's own reference keeps it). */
 static int get_or_connect(struct kvf_rdma *t, const char *peer, struct kvf_conn **out)
@@ -451,6 +419,8 @@ static int op_send_room_info(void *tp, const char *peer, const struct kvf_info_o
 	len = kvf_proto_info_len(pl, info->nlists, info->user_len);
 	if (len > kvf_proto_info_max(t->cfg.max_blocks_per_room))
 		return -EINVAL;
+	if (!kvf_staging_receiver_ok(t, info))
+		return -ENOTSUP;
 	f = frame_alloc(0);
 	if (f)
 		f->info = malloc(len);
@@ -514,7 +484,7 @@ static int op_post_chunk(void *tp, uint32_t conn, uint64_t wr_id, const struct k
 	}
 	/* The zero-length immediate of a chunk with nothing to copy goes to
 	 * any buffer of the peer's: it writes no byte. */
-	rc = kvf_sendq_add_parts(&c->sq, sp, nparts, wr_id, imm, &pp->bufs[0]);
+	rc = kvf_staging_add(t, c, conn, wr_id, sp, parts, nparts, imm, &pp->bufs[0]);
 	if (rc >= 0) {
 		for (uint32_t i = 0; i < nparts; i++)
 			for (uint32_t b = 0; b < sp[i].nbufs; b++)
@@ -528,7 +498,8 @@ static int op_cancel_writes(void *tp, uint32_t conn, uint64_t wr_id)
 {
 	struct kvf_conn *g = kvf_sched_get(tp, conn);
 
-	return g ? kvf_sendq_cancel(&kvf_conn_pick(g, wr_id)->sq, wr_id) : 0;
+	return kvf_staging_cancel(tp, conn, wr_id,
+				  g ? kvf_sendq_cancel(&kvf_conn_pick(g, wr_id)->sq, wr_id) : 0);
 }
 
 /* ABORT and ABORT_ACK go on the QP of the room's ROOM_INFO (picked by room
@@ -597,6 +568,7 @@ static bool op_on_wc(void *tp, const struct kvf_event *ev)
 		struct kvf_conn *g = kvf_sched_get(tp, ev->peer);
 
 		c = g ? kvf_conn_pick(g, ev->key) : NULL;
+		kvf_staging_on_wc(tp, ev->peer, ev->key);
 	}
 	if (c) {
 		uint32_t slot = kvf_wr_slot(ev->key);
@@ -645,6 +617,7 @@ static int op_progress(void *tp, uint64_t now_ns)
 		return 0;
 	t->last_scan_ns = now;
 	kvf_sched_collect(t);
+	kvf_staging_progress(t, conn_kick, request_teardown);
 	heartbeats(t, now);
 	for (struct kvf_conn *c = t->s.pending; c; c = next) {
 		next = c->s_pnext; /* conn_kick may take c off the list */
@@ -668,6 +641,7 @@ static int op_stats(void *tp, struct kvf_transport_stats *out)
 	out->bytes_posted = t->st_bytes;
 	out->wrs_posted = t->st_wrs;
 	out->completions = atomic_load_explicit(&t->st_completions, memory_order_relaxed);
+	kvf_staging_stats(t, out);
 	pthread_mutex_lock(&t->lock);
 	for (uint32_t i = 0; i < KVF_MAX_CONNS; i++) {
 		struct kvf_conn *c = t->conns[i];
@@ -682,8 +656,8 @@ static int op_stats(void *tp, struct kvf_transport_stats *out)
 
 const struct kvf_transport_ops kvf_rdma_ops = {
 	.stats = op_stats,
-	.region_register = op_region_register,
-	.region_unregister = op_region_unregister,
+	.region_register = kvf_rdma_region_register,
+	.region_unregister = kvf_rdma_region_unregister,
 	.send_room_info = op_send_room_info,
 	.post_chunk = op_post_chunk,
 	.cancel_writes = op_cancel_writes,

@@ -10,6 +10,8 @@
 
 #include "kvf_build.h"
 #include "log.h"
+#include "rdma_internal.h"
+#include "stage.h"
 #include "verbs.h"
 
 #if HAVE_CUDA
@@ -30,11 +32,18 @@ static void unreg_buf(struct kvf_pool_buf *b)
 	b->dmabuf_fd = -1;
 }
 
-static int reg_buf(struct ibv_pd *pd, struct kvf_pool_buf *b, uint32_t idx, uint64_t len)
+static int reg_buf(struct ibv_pd *pd, struct kvf_pool_buf *b, uint32_t idx, uint64_t len,
+		   int stage_ok)
 {
 	char what[48];
 	int rc = kvf_pool_reg_cuda(pd, b, len, POOL_ACCESS);
 
+	/* No MR: stage.c copies it into registered slots. The test hook
+	 * stages host memory only (its copier is memcpy). */
+	if ((rc == 1 && stage_ok == KVF_STAGE_FORCE) || (rc < 0 && b->cuda && stage_ok)) {
+		b->staged = true;
+		return 0;
+	}
 	if (rc <= 0) {
 		if (rc < 0)
 			kvf_err("pool", "buffer %" PRIu32 " (0x%" PRIx64 ", %" PRIu64
@@ -91,7 +100,33 @@ void kvf_pool_destroy(struct kvf_pool *p)
 	pool_free(p, p->nbufs);
 }
 
-int kvf_pool_create(struct ibv_pd *pd, const struct kvf_region_layout *layout,
+/* Once per region: that it is staged, and why (the buffers' own messages
+ * from the failed registrations came before). */
+static int log_staged(struct kvf_pool *p)
+{
+	uint32_t n = 0, ncuda = 0;
+
+	for (uint32_t i = 0; i < p->nbufs; i++) {
+		n += p->bufs[i].staged;
+		ncuda += p->bufs[i].staged && p->bufs[i].cuda;
+	}
+	if (!n)
+		return 0;
+	if (ncuda && ncuda < n) {
+		kvf_err("pool", "region '%s': %" PRIu32 " staged CUDA buffers and %" PRIu32 " staged "
+			"host buffers (KVF_TEST_STAGE_REGIONS): one copier per region", p->name,
+			ncuda, n - ncuda);
+		return -ENOTSUP;
+	}
+	p->stage = ncuda ? KVF_POOL_STAGE_CUDA : KVF_POOL_STAGE_HOST;
+	kvf_info("pool", "region '%s': %" PRIu32 " of %" PRIu32 " buffers staged through registered "
+		 "host memory: %s", p->name, n, p->nbufs, p->stage == KVF_POOL_STAGE_HOST ?
+		 "KVF_TEST_STAGE_REGIONS names it (test hook)" :
+		 "CUDA memory the NIC cannot register (no dmabuf, no peer memory)");
+	return 0;
+}
+
+int kvf_pool_create(struct ibv_pd *pd, const struct kvf_region_layout *layout, int stage_ok,
 		    struct kvf_pool **out)
 {
 	struct kvf_pool *p;
@@ -118,18 +153,59 @@ int kvf_pool_create(struct ibv_pd *pd, const struct kvf_region_layout *layout,
 		b->addr = (uint64_t)(uintptr_t)layout->bufs[i];
 		b->block_size = layout->item_size[i];
 		b->dmabuf_fd = -1;
-		rc = reg_buf(pd, b, i, b->block_size * p->nblocks);
+		rc = reg_buf(pd, b, i, b->block_size * p->nblocks, stage_ok);
 		if (rc) {
 			pool_free(p, i);
 			return rc;
 		}
 		p->wr_bufs[i] = (struct kvf_sq_buf){.addr = b->addr, .block_size = b->block_size,
-						    .key = b->mr->lkey};
+						    .key = b->mr ? b->mr->lkey : 0};
+	}
+	rc = log_staged(p);
+	if (rc) {
+		pool_free(p, p->nbufs);
+		return rc;
 	}
 	kvf_info("pool", "region '%s': registered %" PRIu32 " buffers x %" PRIu32 " items",
 		 p->name, p->nbufs, p->nblocks);
 	*out = p;
 	return 0;
+}
+
+/* -------------------------------------------- the transport's regions */
+
+int kvf_rdma_region_register(void *tp, const struct kvf_region_layout *layout)
+{
+	struct kvf_rdma *t = tp;
+	uint32_t nbufs = layout->nbufs;
+	int rc;
+
+	if (layout->id >= KVF_MAX_REGIONS || t->regions[layout->id])
+		return -EEXIST;
+	for (uint32_t i = 0; i < KVF_MAX_REGIONS; i++)
+		nbufs += t->regions[i] ? t->regions[i]->nbufs : 0;
+	if (nbufs > KVF_HELLO_MAX_BUFS) {
+		kvf_err("rdma", "region '%s': %u buffers over every region, at most %u",
+			layout->name, nbufs, KVF_HELLO_MAX_BUFS);
+		return -ENOSPC;
+	}
+	rc = kvf_staging_pool_create(t, layout, &t->regions[layout->id]);
+	if (rc)
+		return rc;
+	t->regions[layout->id]->seq = ++t->region_seq;
+	t->nregions++;
+	return 0;
+}
+
+/* No room uses it (the engine checked): nothing of ours is posted from or
+ * into it, and a peer may only write into it for a room we name it in. */
+void kvf_rdma_region_unregister(void *tp, uint32_t id)
+{
+	struct kvf_rdma *t = tp;
+
+	kvf_pool_destroy(t->regions[id]);
+	t->regions[id] = NULL;
+	t->nregions--;
 }
 
 /* ------------------------------------------------------------- CUDA */

@@ -26,6 +26,7 @@
 
 struct kvf_conn;
 struct kvf_pool;
+struct kvf_staging;
 
 #define KVF_MAX_CONNS 1024u
 #define KVF_SCHED_PEER_BUCKETS 64u /* peer address -> group lead (sched.c) */
@@ -81,6 +82,7 @@ struct kvf_rdma {
 
 	/* Scheduler-thread only. */
 	struct kvf_pool *regions[KVF_MAX_REGIONS]; /* by region id, NULL = free */
+	struct kvf_staging *staging;  /* stage.c: set up with the first staged region */
 	uint32_t nregions;
 	uint64_t region_seq;          /* registrations so far: a region's seq */
 	uint64_t last_scan_ns;

@@ -133,6 +133,8 @@ static uint32_t chain_segments(struct kvf_sendq *sq)
 	uint32_t n = 0, cut = 0;
 
 	for (size_t i = sq->pend_head; i < sq->pend_tail && n < sq->credits; i++) {
+		if (sq->pend[i].flags & KVF_WD_HELD)
+			break; /* a staged chunk's copy is not done: it and all after wait */
 		desc_to_wr(&sq->pend[i], &sq->wrs[n]);
 		if (n)
 			sq->wrs[n - 1].next = &sq->wrs[n];
@@ -189,6 +191,28 @@ int kvf_sendq_cancel(struct kvf_sendq *sq, uint64_t wr_id)
 	}
 	sq->pend_tail = w;
 	return dropped;
+}
+
+void kvf_sendq_hold_tail(struct kvf_sendq *sq, size_t n, uint16_t tag)
+{
+	for (size_t k = sq->pend_tail - n; k < sq->pend_tail; k++) {
+		sq->pend[k].flags |= KVF_WD_HELD;
+		sq->pend[k].tag = tag;
+	}
+}
+
+size_t kvf_sendq_each_tagged(struct kvf_sendq *sq, uint16_t tag,
+			     void (*fn)(void *ctx, struct kvf_wdesc *d), void *ctx)
+{
+	size_t n = 0;
+
+	for (size_t k = sq->pend_head; k < sq->pend_tail; k++) {
+		if (sq->pend[k].tag == tag) {
+			fn(ctx, &sq->pend[k]);
+			n++;
+		}
+	}
+	return n;
 }
 
 /* ----------------------------------------------------------- building */

@@ -52,6 +52,7 @@ typedef int (*kvf_sq_post_fn)(void *ctx, struct ibv_send_wr *wr, struct ibv_send
 /* A write waiting for send-queue room: one RDMA WRITE work request. */
 #define KVF_WD_SIGNALED 1u
 #define KVF_WD_IMM 2u
+#define KVF_WD_HELD 4u /* staged: its copy to host memory is not done yet */
 struct kvf_wdesc {
 	uint64_t wr_id;
 	uint64_t raddr;
@@ -59,6 +60,7 @@ struct kvf_wdesc {
 	uint32_t imm;
 	uint8_t flags;
 	uint8_t nsge;
+	uint16_t tag;  /* staged chunk it belongs to (src/rdma/stage.c), 0 = none */
 	struct ibv_sge sge[KVF_SQ_MAX_SGE];
 };
 
@@ -154,6 +156,16 @@ void kvf_sendq_completed(struct kvf_sendq *sq);
 /* Drop the waiting (never posted) writes of wr_id. Returns how many of
  * them were signaled: completions that will now never come. */
 int kvf_sendq_cancel(struct kvf_sendq *sq, uint64_t wr_id);
+
+/* Staging (src/rdma/stage.c): the last n waiting writes get tag and
+ * KVF_WD_HELD. Posting stops at the first held write, so nothing queued
+ * after it goes before it either (a room's immediate stays last). */
+void kvf_sendq_hold_tail(struct kvf_sendq *sq, size_t n, uint16_t tag);
+
+/* fn on every waiting write of tag (to rebase its staged SGEs, or clear
+ * KVF_WD_HELD when the copy is done). Returns how many there were. */
+size_t kvf_sendq_each_tagged(struct kvf_sendq *sq, uint16_t tag,
+			     void (*fn)(void *ctx, struct kvf_wdesc *d), void *ctx);
 
 static inline uint32_t kvf_sendq_credits(const struct kvf_sendq *sq) { return sq->credits; }
 static inline size_t kvf_sendq_waiting(const struct kvf_sendq *sq)

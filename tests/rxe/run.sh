@@ -178,6 +178,9 @@ TESTS=(
 	"kvf_sglang_stream|480|\$repo/tests/rxe/scenarios/sglang.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 stream 500"
 	"kvf_sglang_abort|480|\$repo/tests/rxe/scenarios/sglang.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 abort 200"
 	"kvf_sglang_kill|300|\$repo/tests/rxe/scenarios/sglang.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 kill 300"
+	# the same stream with the prefill's kv region staged through host slots
+	"kvf_stage_stream|420|\$repo/tests/rxe/scenarios/stage.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 stream 300"
+	"kvf_stage_abort|420|\$repo/tests/rxe/scenarios/stage.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 abort 60"
 	# kvferry.sglang driven as SGLang does, two Python processes (issue 10)
 	"kvf_python_sglang|300|\$repo/tests/rxe/scenarios/python_sglang.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1"
 	"kvf_throughput|300|\$repo/tests/rxe/scenarios/throughput.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 150"

@@ -37,8 +37,10 @@
  *   room 4 id=0x1004 FAILED reason=local_abort from=TRANSFERRING t=... detail="..."
  *
  * then "driver: role=... rooms=N ok=N failed=N stuck=N bad_bytes=N
- * checked_bytes=N released=N created=N seconds=S" and "driver: failures:
- * REASON=N ...". Exit: 0 all rooms terminal and released, 2 timeout, 1
+ * checked_bytes=N released=N created=N seconds=S", "driver: staging
+ * role=... staged_bytes=N staged_chunks=N stage_waits=N slots_busy=N
+ * kv_sent_bytes=N" (kvf_stats; kv_sent_bytes: the kv bytes of the chunks the
+ * prefill handed over) and "driver: failures: REASON=N ...". Exit: 0 all rooms terminal and released, 2 timeout, 1
  * setup error.
  */
 #include <errno.h>
@@ -419,6 +421,7 @@ struct run {
 	uint32_t next, ok, failed, released, stuck, user_bad;
 	uint32_t by_reason[KVF_FAIL_NUM];
 	uint64_t bad_bytes, checked;
+	uint64_t kv_sent;  /* prefill: kv bytes of the chunks handed to the engine */
 	double t0, lost_at;
 };
 
@@ -464,11 +467,11 @@ static int create(struct run *u)
 static void work(struct run *u, struct room *r, uint32_t i, int st)
 {
 	uint32_t k = u->o.abort_every;
-	int rc;
 
 	if (u->prefill && st >= KVF_WAITING_FOR_INPUT && st != KVF_SUCCESS &&
 	    r->sent < r->q.nchunks && kvt_mono() >= r->next_at) {
 		uint32_t count = 0;
+		int rc;
 
 		if (r->sent == 0) {
 			kvf_sender_peer_count(u->eng, r->h, u->m.kv_id, &count);
@@ -478,7 +481,11 @@ static void work(struct run *u, struct room *r, uint32_t i, int st)
 				       count);
 			}
 		}
+		uint32_t np = r->q.cut[r->sent + 1] - r->q.cut[r->sent];
+
 		rc = prefill_chunk(u->eng, &u->o, &u->m, r, i);
+		if (!rc)
+			u->kv_sent += (uint64_t)np * u->m.nkv * u->o.page_bytes;
 		if (rc && rc != -ECANCELED)
 			printf("driver: kvf_sender_send_chunk(room %u, chunk %u): %s\n", i, r->sent - 1,
 			       strerror(-rc));
@@ -603,6 +610,24 @@ static void stop(struct run *u)
 	}
 }
 
+/* Staging (KVF_TEST_STAGE_REGIONS, docs/design.md): what went through the
+ * slots, and whether every slot is back once the rooms are released (the
+ * transport returns them in its progress: up to 5 s of it). */
+static void staging_line(struct run *u)
+{
+	struct kvf_stats st = KVF_STATS_INIT;
+	double end = kvt_mono() + 5;
+
+	do {
+		kvf_progress(u->eng);
+		kvf_stats(u->eng, &st);
+	} while (st.stage_slots_busy && kvt_mono() < end);
+	printf("driver: staging role=%s staged_bytes=%" PRIu64 " staged_chunks=%" PRIu64
+	       " stage_waits=%" PRIu64 " slots_busy=%" PRIu64 " kv_sent_bytes=%" PRIu64 "\n",
+	       u->o.role, st.staged_bytes, st.staged_chunks, st.stage_waits, st.stage_slots_busy,
+	       u->kv_sent);
+}
+
 int main(int argc, char **argv)
 {
 	static struct run u;
@@ -666,6 +691,7 @@ out:
 	       " checked_bytes=%" PRIu64 " user_bad=%u released=%u created=%u seconds=%.3f\n",
 	       u.o.role, u.o.rooms, u.ok, u.failed, u.stuck, u.bad_bytes, u.checked, u.user_bad,
 	       u.released, u.next, secs);
+	staging_line(&u);
 	printf("driver: failures:");
 	for (int k = 1; k < KVF_FAIL_NUM; k++)
 		if (u.by_reason[k])

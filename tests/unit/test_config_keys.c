@@ -61,6 +61,8 @@ Test(config_keys, defaults_follow_sglang_and_design)
 	cr_assert_eq(c.poll_batch, 32);
 	cr_assert_eq(c.poll_idle_us, 1000);
 	cr_assert_eq(c.connect_timeout_ms, 5000);
+	cr_assert_eq(c.cuda_staging, 1);
+	cr_assert_eq(c.staging_pool_mb, 64);
 }
 
 Test(config_keys, key_list_has_no_duplicates)

@@ -29,7 +29,7 @@ static int create(uint64_t bs0, uint64_t bs1, uint32_t nblocks)
 	struct kvf_region_layout l = {.name = "kv", .nbufs = 2, .nitems = nblocks, .bufs = bufs,
 				     .item_size = bs};
 	struct kvf_pool *p = NULL;
-	int rc = kvf_pool_create(NULL, &l, &p);
+	int rc = kvf_pool_create(NULL, &l, KVF_STAGE_REFUSE, &p);
 
 	cr_assert_null(p);
 	return rc;
@@ -71,4 +71,26 @@ Test(pool, no_blocks_is_refused)
 {
 	cr_assert_eq(create(4096, 4096, 0), -EINVAL);
 	expect_log("no blocks");
+}
+
+/* The test hook (KVF_TEST_STAGE_REGIONS): host buffers are staged, not
+ * registered (a NULL pd proves no verbs call), and the region says so once. */
+Test(pool, the_test_hook_stages_host_buffers_without_registering_them)
+{
+	void *bufs[] = {a, b};
+	uint64_t bs[] = {16, 32};
+	struct kvf_region_layout l = {.name = "kv", .nbufs = 2, .nitems = 2, .bufs = bufs,
+				     .item_size = bs};
+	struct kvf_pool *p = NULL;
+
+	kvf_log_set_level(KVF_LOG_INFO);
+	cr_assert_eq(kvf_pool_create(NULL, &l, KVF_STAGE_FORCE, &p), 0);
+	cr_assert_eq(p->stage, KVF_POOL_STAGE_HOST);
+	for (uint32_t i = 0; i < 2; i++) {
+		cr_assert(p->bufs[i].staged);
+		cr_assert_null(p->bufs[i].mr);
+		cr_assert_eq(p->wr_bufs[i].key, 0);
+	}
+	kvf_pool_destroy(p);
+	expect_log("region 'kv': 2 of 2 buffers staged through registered host memory");
 }

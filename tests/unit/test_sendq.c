@@ -385,3 +385,53 @@ Test(sendq, waiting_writes_are_bounded_and_a_room_past_the_bound_is_refused_whol
 		     "drained: the room fits again");
 	credits_hold();
 }
+
+static void bump_addr(void *ctx, struct kvf_wdesc *d)
+{
+	(void)ctx;
+	d->sge[0].addr += 1; /* what a rebase does: the SGE of the tagged write only */
+}
+
+static void clear_hold(void *ctx, struct kvf_wdesc *d)
+{
+	(void)ctx;
+	d->flags &= (uint8_t)~KVF_WD_HELD;
+}
+
+Test(sendq, held_writes_and_everything_after_them_wait_for_their_release)
+{
+	uint32_t a[] = {0}, b[] = {5}, c[] = {9};
+
+	init(16, 4, 8);
+	cr_assert_eq(kvf_sendq_add_room(&sq, local1, remote1, 1, 0xa, 1, a, a, 1), 1);
+	/* a staged chunk: held under tag 7 */
+	cr_assert_eq(kvf_sendq_add_room(&sq, local1, remote1, 1, 0xb, 2, b, b, 1), 1);
+	kvf_sendq_hold_tail(&sq, 1, 7);
+	/* another room after it: must not pass it */
+	cr_assert_eq(kvf_sendq_add_room(&sq, local1, remote1, 1, 0xc, 3, c, c, 1), 1);
+	cr_assert_eq(kvf_sendq_post_writes(&sq), 0);
+	cr_assert_eq(rec.n, 1, "only the write before the held one");
+	cr_assert_eq(rec.wr[0].wr.wr_id, 0xa);
+	cr_assert_eq(kvf_sendq_each_tagged(&sq, 7, bump_addr, NULL), 1);
+	cr_assert_eq(kvf_sendq_each_tagged(&sq, 8, bump_addr, NULL), 0);
+	cr_assert_eq(kvf_sendq_post_writes(&sq), 0);
+	cr_assert_eq(rec.n, 1, "still held");
+	kvf_sendq_each_tagged(&sq, 7, clear_hold, NULL);
+	cr_assert_eq(kvf_sendq_post_writes(&sq), 0);
+	cr_assert_eq(rec.n, 3);
+	cr_assert_eq(rec.wr[1].wr.wr_id, 0xb);
+	expect_sge(1, 0, LADDR + 5 * 4096 + 1, 4096);
+	cr_assert_eq(rec.wr[2].wr.wr_id, 0xc);
+	credits_hold();
+}
+
+Test(sendq, cancel_drops_held_writes_too)
+{
+	uint32_t b[] = {5};
+
+	init(16, 4, 8);
+	cr_assert_eq(kvf_sendq_add_room(&sq, local1, remote1, 1, 0xb, 2, b, b, 1), 1);
+	kvf_sendq_hold_tail(&sq, 1, 3);
+	cr_assert_eq(kvf_sendq_cancel(&sq, 0xb), 1);
+	cr_assert_eq(kvf_sendq_waiting(&sq), 0);
+}
