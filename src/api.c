@@ -91,9 +91,27 @@ void kvf_api_apply_early(kvf_engine *eng, struct kvf_slot *r)
 	if (e.kind == KVF_EARLY_TOMBSTONE) {
 		eng->st.tombstones_applied++;
 		kvf_room_peer_abort(eng, r, e.conn, e.reason, true);
-	} else {
-		eng->st.early_infos_applied++;
-		kvf_room_peer_info(eng, r, e.info);
+		return;
+	}
+	/* Parked ROOM_INFOs, one per receiver (a fan-out's chained): each
+	 * joins a slot of its own; one more than the room has receivers
+	 * hears ABORT, as if it had expired. */
+	for (struct kvf_peer_info *pi = e.info, *next; pi; pi = next) {
+		struct kvf_slot *m = r->fan ? kvf_fan_pick(eng, r, pi->peer) : r;
+
+		next = pi->next;
+		pi->next = NULL;
+		if (m->state == KVF_BOOTSTRAPPING && !m->conn) {
+			eng->st.early_infos_applied++;
+			kvf_room_peer_info(eng, m, pi);
+			continue;
+		}
+		eng->st.early_infos_expired++;
+		kvf_warn("room", "room %#" PRIx64 ": ROOM_INFO parked from conn %u, but the room "
+			 "has no receiver left for it; aborting it", r->id, pi->peer);
+		if (eng->ops && pi->peer)
+			eng->ops->send_abort(eng->t, pi->peer, r->id, KVF_RECEIVER, KVF_FAIL_BAD_REQUEST);
+		free(pi);
 	}
 }
 

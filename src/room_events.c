@@ -508,16 +508,20 @@ static void early_gone(struct kvf_engine *eng, struct kvf_early_ent *e, bool evi
 			evicted ? "evicted" : "expired");
 		return;
 	}
-	if (evicted)
-		eng->st.early_infos_evicted++;
-	else
-		eng->st.early_infos_expired++;
-	kvf_info("room", "ROOM_INFO for room %#" PRIx64 " from conn %u: no sender room "
-		 "was created %s; aborting it", e->id, e->conn,
-		 evicted ? "before the table filled" : "within engine.tombstone_ttl_s");
-	if (eng->ops && e->conn)
-		eng->ops->send_abort(eng->t, e->conn, e->id, KVF_RECEIVER, KVF_FAIL_DEADLINE);
-	free(e->info);
+	/* One ROOM_INFO, or those of a fan-out's receivers chained to it. */
+	for (struct kvf_peer_info *pi = e->info, *next; pi; pi = next) {
+		next = pi->next;
+		if (evicted)
+			eng->st.early_infos_evicted++;
+		else
+			eng->st.early_infos_expired++;
+		kvf_info("room", "ROOM_INFO for room %#" PRIx64 " from conn %u: no sender room "
+			 "was created %s; aborting it", e->id, pi->peer,
+			 evicted ? "before the table filled" : "within engine.tombstone_ttl_s");
+		if (eng->ops && pi->peer)
+			eng->ops->send_abort(eng->t, pi->peer, e->id, KVF_RECEIVER, KVF_FAIL_DEADLINE);
+		free(pi);
+	}
 	e->info = NULL;
 }
 

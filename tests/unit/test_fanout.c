@@ -283,6 +283,66 @@ Test(fanout, a_second_room_info_on_one_connection_is_a_duplicate)
 	cr_assert_eq(kvf_release(eng, h), 0);
 }
 
+/* The decode ranks may ask before the prefill created the room: each
+ * one's ROOM_INFO is parked (chained), and each joins at creation. */
+Test(fanout, room_infos_parked_before_creation_each_join)
+{
+	kvf_room h;
+	struct kvf_stats st;
+
+	push_info(eng, ID, 11, 0x111, 4);
+	push_info(eng, ID, 12, 0x112, 4);
+	push_info(eng, ID, 12, 0x112, 4);
+	kvf_progress(eng);
+	st = stats();
+	cr_assert_eq(st.early_infos_parked, 2);
+	cr_assert_eq(st.early_infos_live, 2);
+	cr_assert_eq(st.ignored[KVF_IGN_DUPLICATE], 1, "conn 12's second");
+	h = fanout(3);
+	cr_assert_eq(kvf_poll(eng, h), KVF_BOOTSTRAPPING);
+	st = stats();
+	cr_assert_eq(st.early_infos_applied, 2);
+	cr_assert_eq(st.early_infos_live, 0);
+	join(13, 4);
+	cr_assert_eq(kvf_poll(eng, h), KVF_WAITING_FOR_INPUT);
+	cr_assert_eq(send_items(h, 0, 4, KVF_SEND_LAST), 0);
+	cr_assert_eq(f.writes_on[11] + f.writes_on[12] + f.writes_on[13], 3);
+	kvf_abort(eng, h);
+}
+
+Test(fanout, one_parked_room_info_too_many_hears_abort)
+{
+	kvf_room h;
+	struct kvf_stats st;
+
+	push_info(eng, ID, 11, 0x111, 4);
+	push_info(eng, ID, 12, 0x112, 4);
+	push_info(eng, ID, 13, 0x113, 4);
+	kvf_progress(eng);
+	h = fanout(2);
+	cr_assert_eq(kvf_poll(eng, h), KVF_WAITING_FOR_INPUT);
+	st = stats();
+	cr_assert_eq(st.early_infos_applied, 2);
+	cr_assert_eq(st.early_infos_expired, 1);
+	cr_assert_eq(st.early_infos_parked, st.early_infos_applied + st.early_infos_expired);
+	cr_assert_eq(f.aborts_on[13], 1);
+	cr_assert_eq(f.aborts, 1);
+	kvf_abort(eng, h);
+}
+
+Test(fanout, parked_room_infos_expire_each_with_its_abort)
+{
+	push_info(eng, ID, 11, 0x111, 4);
+	push_info(eng, ID, 12, 0x112, 4);
+	kvf_progress(eng);
+	fake_clock += (uint64_t)cfg.tombstone_ttl_s * SEC + 1;
+	kvf_progress(eng);
+	cr_assert_eq(stats().early_infos_expired, 2);
+	cr_assert_eq(stats().early_infos_live, 0);
+	cr_assert_eq(f.aborts_on[11], 1);
+	cr_assert_eq(f.aborts_on[12], 1);
+}
+
 Test(fanout, member_slots_have_no_handle_and_every_handle_goes_stale)
 {
 	kvf_room h = fanout(2), member, again;
