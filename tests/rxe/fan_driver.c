@@ -347,7 +347,8 @@ static void turn(struct run *u, uint32_t upto)
 			send_room(u, i, r);
 		if (r->st == 1 && (st == KVF_SUCCESS || st == KVF_FAILED))
 			report(u, i, r, st);
-		if (r->st == 2 && kvf_release(u->eng, r->h) == 0) {
+		if (r->st == 2 && (!r->extra || kvt_mono() - u->first_fail > 5) &&
+		    kvf_release(u->eng, r->h) == 0) {
 			r->st = 3;
 			u->live--;
 			u->released += !r->extra;
@@ -355,10 +356,24 @@ static void turn(struct run *u, uint32_t upto)
 	}
 }
 
-/* Stopping prefill: the next window's ids created and aborted, so that a
- * decode's ROOM_INFO parked for one of them hears ABORT now. */
+/* Stopping prefill, as an engine that learned a rank is gone: its rooms
+ * still BOOTSTRAPPING wait for that rank, which will not come (the
+ * bootstrap deadline would fail them, later), so they are aborted; the
+ * rooms past it fail by themselves. The next window's ids are created and
+ * aborted too, so that a decode's ROOM_INFO parked for one of them hears
+ * ABORT now, and kept a few seconds for ROOM_INFOs still on the way. */
 static void abort_next(struct run *u)
 {
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < u->next; i++) {
+		if (u->rooms[i].st == 1 && kvf_poll(u->eng, u->rooms[i].h) == KVF_BOOTSTRAPPING) {
+			kvf_abort(u->eng, u->rooms[i].h);
+			n++;
+		}
+	}
+	printf("driver: stopping t=%.6f: %u rooms still bootstrapping aborted, the next %u ids "
+	       "aborted\n", kvt_mono(), n, u->o.window);
 	for (uint32_t k = 0; k < u->o.window && u->next < u->o.rooms; k++, u->next++) {
 		struct room *r = &u->rooms[u->next];
 
