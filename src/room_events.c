@@ -162,10 +162,10 @@ static void on_peer_info(struct kvf_engine *eng, struct kvf_event *ev)
 				     : KVF_IGN_DUPLICATE,
 			ev, "ROOM_INFO");
 	/* A receiver asking for a room we failed before any receiver was
-	 * bound (or, of a fan, before it was) must hear so, or it waits for
-	 * its own deadline. */
-	if (eng->ops && r->conn != ev->peer &&
-	    (r->fan ? kvf_fan_state(eng, r->fan) == KVF_FAILED : r->state == KVF_FAILED && !r->conn))
+	 * bound must hear so, or it waits for its own deadline; so must one
+	 * more than a fan-out has receivers (every slot is bound to another),
+	 * or one coming after the fan failed. */
+	if (eng->ops && r->conn != ev->peer && (r->fan || (r->state == KVF_FAILED && !r->conn)))
 		eng->ops->send_abort(eng->t, ev->peer, r->id, KVF_RECEIVER, r->fail_reason);
 }
 

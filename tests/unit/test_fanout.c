@@ -279,6 +279,10 @@ Test(fanout, a_second_room_info_on_one_connection_is_a_duplicate)
 	cr_assert_eq(stats().ignored[KVF_IGN_DUPLICATE], 1);
 	join(12, 4);
 	cr_assert_eq(kvf_poll(eng, h), KVF_WAITING_FOR_INPUT);
+	cr_assert_eq(f.aborts, 0);
+	join(13, 4);
+	cr_assert_eq(f.aborts_on[13], 1, "one receiver too many is told");
+	cr_assert_eq(kvf_poll(eng, h), KVF_WAITING_FOR_INPUT, "and changes nothing");
 	kvf_abort(eng, h);
 	cr_assert_eq(kvf_release(eng, h), 0);
 }
