@@ -10,7 +10,6 @@
 #include "chunk.h"
 #include "api.h"
 #include "engine.h"
-#include "fan.h"
 #include "log.h"
 #include "room.h"
 #include "sized.h"

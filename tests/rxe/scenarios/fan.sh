@@ -89,7 +89,11 @@ out|kill)
 	wait_lines "$W/d1.out" ' SUCCESS ' 10 60 ||
 		{ show "$W/d1.out" "$W/p.out" "$W/p.log"; fail "d1 did not get 10 rooms in 60 s"; }
 	vchild=$(pgrep -P "$pid_d1" | head -n1)
-	[ -n "$vchild" ] || fail "no d1 process under pid $pid_d1"
+	if [ -z "$vchild" ]; then
+		kill -0 "$pid_d1" 2> /dev/null && alive=alive || alive=gone
+		SHOW_LINES=8 show "$W/d1.out" "$W/d1.log" "$W/p.out"
+		fail "no d1 process under pid $pid_d1 (timeout process $alive)"
+	fi
 	tk=$(now)
 	kill -KILL "$vchild"
 	note "SIGKILL to decode rank d1 (pid $vchild) at t=$tk"
