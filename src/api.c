@@ -8,16 +8,11 @@
 #include <string.h>
 
 #include "chunk.h"
+#include "api.h"
 #include "engine.h"
 #include "log.h"
 #include "room.h"
 #include "sized.h"
-
-/* A handle's room, or NULL when the handle is stale or out of range. */
-static struct kvf_slot *room_get(kvf_engine *eng, kvf_room h)
-{
-	return kvf_room_at(eng, (uint32_t)h.v, (uint32_t)(h.v >> 32), UINT32_MAX);
-}
 
 /* ----------------------------------------------------------------- regions */
 
@@ -83,40 +78,10 @@ int kvf_pool_register(kvf_engine *eng, uint32_t nbufs, void *const *bufs,
 
 /* ------------------------------------------------------------------ create */
 
-static int room_new(kvf_engine *eng, uint64_t id, enum kvf_role role, struct kvf_slot **out)
-{
-	struct kvf_slot *r;
-	uint32_t slot;
-	int rc;
-
-	if (!eng->nfree)
-		return -ENOSPC;
-	slot = eng->free_stack[eng->nfree - 1];
-	rc = kvf_idmap_insert(&eng->ids, id, role, slot);
-	if (rc)
-		return rc; /* -EEXIST: the live room with this id is untouched */
-	eng->nfree--;
-	r = &eng->slots[slot];
-	r->id = id;
-	r->role = (uint8_t)role;
-	r->flags = 0;
-	r->conn = 0;
-	r->outstanding = 0;
-	r->fail_reason = KVF_FAIL_NONE;
-	r->fail_deadline = KVF_DL_NONE; /* kvf_failure reports it even when not failed */
-	memset(kvf_obs(eng, r), 0, sizeof(struct kvf_room_obs));
-	kvf_room_last(eng, r, KVF_LAST_CREATED);
-	r->created_ns = kvf_now(eng);
-	kvf_room_transition(eng, r, KVF_BOOTSTRAPPING); /* from KVF_ROOM_FREE */
-	eng->st.created++;
-	*out = r;
-	return 0;
-}
-
 /* What arrived before the room: a tombstone fails it now, a parked
  * ROOM_INFO moves it on. A new room is bound to no connection yet, so the
  * entry applies whichever connection left it, and binds a sender to it. */
-static void apply_early(kvf_engine *eng, struct kvf_slot *r)
+void kvf_api_apply_early(kvf_engine *eng, struct kvf_slot *r)
 {
 	struct kvf_early_ent e;
 
@@ -125,9 +90,27 @@ static void apply_early(kvf_engine *eng, struct kvf_slot *r)
 	if (e.kind == KVF_EARLY_TOMBSTONE) {
 		eng->st.tombstones_applied++;
 		kvf_room_peer_abort(eng, r, e.conn, e.reason, true);
-	} else {
-		eng->st.early_infos_applied++;
-		kvf_room_peer_info(eng, r, e.info);
+		return;
+	}
+	/* Parked ROOM_INFOs, one per receiver (a fan-out's chained): each
+	 * joins a slot of its own; one more than the room has receivers
+	 * hears ABORT, as if it had expired. */
+	for (struct kvf_peer_info *pi = e.info, *next; pi; pi = next) {
+		struct kvf_slot *m = r->fan ? kvf_fan_pick(eng, r, pi->peer) : r;
+
+		next = pi->next;
+		pi->next = NULL;
+		if (m->state == KVF_BOOTSTRAPPING && !m->conn) {
+			eng->st.early_infos_applied++;
+			kvf_room_peer_info(eng, m, pi);
+			continue;
+		}
+		eng->st.early_infos_expired++;
+		kvf_warn("room", "room %#" PRIx64 ": ROOM_INFO parked from conn %u, but the room "
+			 "has no receiver left for it; aborting it", r->id, pi->peer);
+		if (eng->ops && pi->peer)
+			eng->ops->send_abort(eng->t, pi->peer, r->id, KVF_RECEIVER, KVF_FAIL_BAD_REQUEST);
+		free(pi);
 	}
 }
 
@@ -138,16 +121,16 @@ int kvf_sender_create(kvf_engine *eng, uint64_t room_id, kvf_room *out)
 
 	if (!eng || !out)
 		return -EINVAL;
-	rc = room_new(eng, room_id, KVF_SENDER, &r);
+	rc = kvf_room_new(eng, room_id, KVF_SENDER, true, &r);
 	if (rc)
 		return rc;
-	apply_early(eng, r);
+	kvf_api_apply_early(eng, r);
 	*out = kvf_room_handle(eng, r);
 	return 0;
 }
 
 /* "host:port" with a numeric port in [1, 65535]. */
-static bool peer_valid(const char *peer)
+bool kvf_api_peer_valid(const char *peer)
 {
 	const char *colon = peer ? strrchr(peer, ':') : NULL;
 	char *end;
@@ -160,7 +143,7 @@ static bool peer_valid(const char *peer)
 }
 
 /* Peers are few; a linear search keeps one copy of each address. */
-static int peer_intern(kvf_engine *eng, const char *peer, uint16_t *idx)
+int kvf_api_peer_intern(kvf_engine *eng, const char *peer, uint16_t *idx)
 {
 	char **grown;
 	uint32_t *conns;
@@ -199,19 +182,19 @@ int kvf_receiver_create(kvf_engine *eng, uint64_t room_id, const char *peer, kvf
 		return -EINVAL;
 	if (!peer)
 		peer = eng->cfg.peer;
-	if (!peer_valid(peer)) {
+	if (!kvf_api_peer_valid(peer)) {
 		kvf_err("api", "room %#" PRIx64 ": peer '%s' is not host:port", room_id,
 			peer ? peer : "");
 		return -EINVAL;
 	}
-	rc = peer_intern(eng, peer, &idx);
+	rc = kvf_api_peer_intern(eng, peer, &idx);
 	if (rc)
 		return rc;
-	rc = room_new(eng, room_id, KVF_RECEIVER, &r);
+	rc = kvf_room_new(eng, room_id, KVF_RECEIVER, true, &r);
 	if (rc)
 		return rc;
 	r->peer = idx;
-	apply_early(eng, r);
+	kvf_api_apply_early(eng, r);
 	*out = kvf_room_handle(eng, r);
 	return 0;
 }
@@ -282,34 +265,20 @@ static void hold_regions(kvf_engine *eng, struct kvf_slot *r, uint32_t mask)
 	r->regions |= (uint16_t)mask;
 }
 
-int kvf_receiver_init_regions(kvf_engine *eng, kvf_room room, const struct kvf_index_list *lists,
-			      uint32_t nlists, const void *user, uint32_t user_len)
+/* Send slot r its ROOM_INFO (the room's lists, checked: mask their
+ * regions, nitems and bytes theirs) and move it on. */
+static int info_to(kvf_engine *eng, struct kvf_slot *r, const struct kvf_index_list *lists,
+		   uint32_t nlists, const void *user, uint32_t user_len, uint32_t mask,
+		   uint64_t nitems, uint64_t bytes)
 {
-	struct kvf_slot *r = room_get(eng, room);
-	struct kvf_info_out out = { .recv_handle = room.v, .lists = lists, .nlists = nlists,
-				    .user = user, .user_len = user_len };
-	uint32_t conn = 0, mask;
-	uint64_t nitems, bytes = 0;
-	int rc = check_room(r, KVF_RECEIVER);
+	struct kvf_info_out out = { .room_id = r->id, .recv_handle = kvf_room_handle(eng, r).v,
+				    .lists = lists, .nlists = nlists, .user = user,
+				    .user_len = user_len };
+	uint32_t conn = 0;
+	int rc;
 
-	if (rc)
-		return rc;
-	if (user_len > KVF_USER_DATA_MAX || (user_len && !user))
-		return -EINVAL;
-	rc = check_lists(eng, r->id, lists, nlists, &mask, &nitems);
-	if (rc)
-		return rc;
-	if (r->state != KVF_BOOTSTRAPPING)
-		return -EALREADY;
-	for (uint32_t k = 0; k < nlists; k++) {
-		rc = check_items(eng, r, "list", k, lists[k].region, lists[k].items, lists[k].n);
-		if (rc)
-			return rc;
-		bytes += (uint64_t)lists[k].n * eng->regions.r[lists[k].region].item_bytes;
-	}
 	hold_regions(eng, r, mask);
 	kvf_room_last(eng, r, KVF_LAST_INIT);
-	out.room_id = r->id;
 	rc = eng->ops ? eng->ops->send_room_info(eng->t, eng->peers[r->peer], &out, &conn)
 		      : -ENOTCONN;
 	if (rc == -ESTALE) {
@@ -343,6 +312,71 @@ int kvf_receiver_init_regions(kvf_engine *eng, kvf_room room, const struct kvf_i
 	return 0;
 }
 
+#define ALL_SLOTS UINT32_MAX
+
+/* Init slot k of the receiver room (ALL_SLOTS: every one) with the lists
+ * (none: a dummy, which needs no data). */
+static int receiver_init(kvf_engine *eng, kvf_room room, uint32_t k,
+			 const struct kvf_index_list *lists, uint32_t nlists, const void *user,
+			 uint32_t user_len)
+{
+	struct kvf_slot *r = kvf_api_room(eng, room);
+	uint32_t mask = 0, from, to;
+	uint64_t nitems = 0, bytes = 0;
+	int rc = check_room(r, KVF_RECEIVER);
+
+	if (rc)
+		return rc;
+	if (user_len > KVF_USER_DATA_MAX || (user_len && !user) ||
+	    (k != ALL_SLOTS && k >= kvf_api_nslots(r)))
+		return -EINVAL;
+	if (lists || nlists) {
+		rc = check_lists(eng, r->id, lists, nlists, &mask, &nitems);
+		if (rc)
+			return rc;
+	}
+	from = k == ALL_SLOTS ? 0 : k;
+	to = k == ALL_SLOTS ? kvf_api_nslots(r) : k + 1;
+	for (uint32_t j = from; j < to; j++)
+		if (kvf_api_slot(eng, r, j)->state != KVF_BOOTSTRAPPING)
+			return -EALREADY;
+	for (uint32_t j = 0; j < nlists; j++) {
+		rc = check_items(eng, r, "list", j, lists[j].region, lists[j].items, lists[j].n);
+		if (rc)
+			return rc;
+		bytes += (uint64_t)lists[j].n * eng->regions.r[lists[j].region].item_bytes;
+	}
+	for (uint32_t j = from; j < to; j++) {
+		rc = info_to(eng, kvf_api_slot(eng, r, j), lists, nlists, user, user_len, mask, nitems,
+			     bytes);
+		if (rc)
+			return rc; /* that slot failed, and the room with it */
+	}
+	return 0;
+}
+
+int kvf_receiver_init_regions(kvf_engine *eng, kvf_room room, const struct kvf_index_list *lists,
+			      uint32_t nlists, const void *user, uint32_t user_len)
+{
+	if (!lists && !nlists)
+		return -EINVAL; /* no lists is kvf_receiver_init_dummy's */
+	return receiver_init(eng, room, ALL_SLOTS, lists, nlists, user, user_len);
+}
+
+int kvf_receiver_init_part(kvf_engine *eng, kvf_room room, uint32_t k,
+			   const struct kvf_index_list *lists, uint32_t nlists, const void *user,
+			   uint32_t user_len)
+{
+	if (!lists && !nlists)
+		return -EINVAL;
+	return receiver_init(eng, room, k, lists, nlists, user, user_len);
+}
+
+int kvf_receiver_init_dummy(kvf_engine *eng, kvf_room room)
+{
+	return receiver_init(eng, room, ALL_SLOTS, NULL, 0, NULL, 0);
+}
+
 int kvf_receiver_init(kvf_engine *eng, kvf_room room, const uint32_t *blocks, uint32_t nblocks)
 {
 	struct kvf_index_list l = { .n = nblocks, .items = blocks };
@@ -351,7 +385,7 @@ int kvf_receiver_init(kvf_engine *eng, kvf_room room, const uint32_t *blocks, ui
 		return -EINVAL;
 	l.region = kvf_regions_find(&eng->regions, KV_REGION);
 	if (l.region == KVF_NO_REGION) {
-		if (check_room(room_get(eng, room), KVF_RECEIVER) == -EINVAL)
+		if (check_room(kvf_api_room(eng, room), KVF_RECEIVER) == -EINVAL)
 			return -EINVAL;
 		kvf_err("api", "kvf_receiver_init: no pool registered (kvf_pool_register)");
 		return -ENOBUFS;
@@ -359,44 +393,63 @@ int kvf_receiver_init(kvf_engine *eng, kvf_room room, const uint32_t *blocks, ui
 	return kvf_receiver_init_regions(eng, room, &l, 1, NULL, 0);
 }
 
-/* A sender room whose receiver's ROOM_INFO arrived, or the error saying
- * why not. */
+/* A sender room whose receivers' ROOM_INFOs all arrived, or the error
+ * saying why not. */
 static int sender_info(kvf_engine *eng, kvf_room room, struct kvf_slot **out)
 {
-	struct kvf_slot *r = room_get(eng, room);
+	struct kvf_slot *r = kvf_api_room(eng, room);
 
 	if (!r || r->role != KVF_SENDER)
 		return -EINVAL;
-	if (!r->info)
-		return r->state == KVF_FAILED ? -ECANCELED : -EAGAIN;
+	for (uint32_t k = 0; k < kvf_api_nslots(r); k++)
+		if (!kvf_api_slot(eng, r, k)->info)
+			return kvf_api_state(eng, r) == KVF_FAILED ? -ECANCELED : -EAGAIN;
 	*out = r;
 	return 0;
 }
 
-int kvf_sender_peer_count(kvf_engine *eng, kvf_room room, uint32_t region, uint32_t *count)
-{
-	struct kvf_slot *r;
-	int rc = sender_info(eng, room, &r), k;
-
-	if (rc == -ECANCELED)
-		rc = -EAGAIN; /* failed before ROOM_INFO: there is no count to give */
-	if (rc)
-		return rc;
-	if (!count || !kvf_regions_get(&eng->regions, region))
-		return -EINVAL;
-	k = r->chunks ? kvf_chunks_list(r->chunks, region) : -1;
-	*count = k < 0 ? 0 : r->info->lists[k].n;
-	return 0;
-}
-
-int kvf_sender_user_data(kvf_engine *eng, kvf_room room, void *buf, uint32_t buflen,
-			 uint32_t *len)
+/* Receiver k of a sender room that has them all. */
+static int sender_peer(kvf_engine *eng, kvf_room room, uint32_t k, struct kvf_slot **out)
 {
 	struct kvf_slot *r;
 	int rc = sender_info(eng, room, &r);
 
 	if (rc == -ECANCELED)
-		rc = -EAGAIN;
+		rc = -EAGAIN; /* failed before every ROOM_INFO: there is nothing to give */
+	if (rc)
+		return rc;
+	if (k >= kvf_api_nslots(r))
+		return -EINVAL;
+	*out = kvf_api_slot(eng, r, k);
+	return 0;
+}
+
+int kvf_sender_peer_count_k(kvf_engine *eng, kvf_room room, uint32_t k, uint32_t region,
+			    uint32_t *count)
+{
+	struct kvf_slot *r;
+	int rc = sender_peer(eng, room, k, &r), i;
+
+	if (rc)
+		return rc;
+	if (!count || !kvf_regions_get(&eng->regions, region))
+		return -EINVAL;
+	i = r->chunks ? kvf_chunks_list(r->chunks, region) : -1;
+	*count = i < 0 ? 0 : r->info->lists[i].n;
+	return 0;
+}
+
+int kvf_sender_peer_count(kvf_engine *eng, kvf_room room, uint32_t region, uint32_t *count)
+{
+	return kvf_sender_peer_count_k(eng, room, 0, region, count);
+}
+
+int kvf_sender_user_data_k(kvf_engine *eng, kvf_room room, uint32_t k, void *buf,
+			   uint32_t buflen, uint32_t *len)
+{
+	struct kvf_slot *r;
+	int rc = sender_peer(eng, room, k, &r);
+
 	if (rc)
 		return rc;
 	if (!len || (buflen && !buf))
@@ -404,6 +457,30 @@ int kvf_sender_user_data(kvf_engine *eng, kvf_room room, void *buf, uint32_t buf
 	*len = r->info->user_len;
 	if (buflen)
 		memcpy(buf, r->info->user, buflen < *len ? buflen : *len);
+	return 0;
+}
+
+int kvf_sender_user_data(kvf_engine *eng, kvf_room room, void *buf, uint32_t buflen,
+			 uint32_t *len)
+{
+	return kvf_sender_user_data_k(eng, room, 0, buf, buflen, len);
+}
+
+int kvf_sender_receivers(kvf_engine *eng, kvf_room room, uint32_t *n, uint32_t *dummies)
+{
+	struct kvf_slot *r = kvf_api_room(eng, room);
+
+	if (!r || r->role != KVF_SENDER || !n)
+		return -EINVAL;
+	*n = kvf_api_nslots(r);
+	if (dummies) {
+		*dummies = 0;
+		for (uint32_t k = 0; k < *n; k++) {
+			const struct kvf_peer_info *pi = kvf_api_slot(eng, r, k)->info;
+
+			*dummies += pi && pi->nlists == 0;
+		}
+	}
 	return 0;
 }
 
@@ -492,38 +569,36 @@ static int post_chunk(kvf_engine *eng, struct kvf_slot *r, const struct kvf_xfer
 	return rc;
 }
 
-int kvf_sender_send_chunk(kvf_engine *eng, kvf_room room, const struct kvf_chunk_part *parts,
-			  uint32_t nparts, uint32_t flags)
+/* One receiver's part of a chunk: checked against its own lists, posted
+ * on its own connection. A dummy (no lists) gets no writes but the last,
+ * the zero-length write-with-immediate that tells it the room is done. */
+static int send_to(kvf_engine *eng, struct kvf_slot *r, uint32_t k,
+		   const struct kvf_chunk_part *parts, uint32_t nparts, bool last)
 {
 	struct kvf_xfer_part xp[KVF_MAX_REGIONS];
-	bool last = flags & KVF_SEND_LAST;
-	struct kvf_slot *r;
+	bool dummy = r->info->nlists == 0;
 	char why[160];
-	int rc = sender_info(eng, room, &r);
+	int rc = 0;
 
-	if (rc)
-		return rc;
-	if (flags & ~KVF_SEND_LAST)
-		return -EINVAL;
-	if (r->state == KVF_FAILED)
-		return -ECANCELED;
-	if (r->flags & KVF_RF_LAST_SENT || kvf_terminal(r))
-		return -EALREADY;
-	rc = check_parts(eng, r, parts, nparts);
-	if (rc)
-		return rc;
-	rc = kvf_chunks_take(r->chunks, r->info, parts, nparts, xp, why, sizeof(why));
-	if (!rc && last)
-		rc = kvf_chunks_whole(r->chunks, r->info, why, sizeof(why));
+	if (!dummy) {
+		rc = kvf_chunks_take(r->chunks, r->info, parts, nparts, xp, why, sizeof(why));
+		if (!rc && last)
+			rc = kvf_chunks_whole(r->chunks, r->info, why, sizeof(why));
+	}
 	if (rc) {
-		kvf_room_fail(eng, r, KVF_FAIL_BAD_REQUEST, EMSGSIZE, "%s", why);
+		if (r->fan)
+			kvf_room_fail(eng, r, KVF_FAIL_BAD_REQUEST, EMSGSIZE, "receiver %u: %s", k, why);
+		else
+			kvf_room_fail(eng, r, KVF_FAIL_BAD_REQUEST, EMSGSIZE, "%s", why);
 		return rc;
 	}
 	kvf_room_last(eng, r, KVF_LAST_SEND);
-	rc = post_chunk(eng, r, xp, nparts, last);
-	if (rc < 0)
-		return rc;
-	chunk_obs(eng, r, parts, nparts, (uint32_t)rc);
+	if (!dummy || last) {
+		rc = post_chunk(eng, r, xp, dummy ? 0 : nparts, last);
+		if (rc < 0)
+			return rc;
+		chunk_obs(eng, r, parts, dummy ? 0 : nparts, (uint32_t)rc);
+	}
 	if (last)
 		r->flags |= KVF_RF_LAST_SENT;
 	if (r->state == KVF_WAITING_FOR_INPUT)
@@ -533,10 +608,39 @@ int kvf_sender_send_chunk(kvf_engine *eng, kvf_room room, const struct kvf_chunk
 	return 0;
 }
 
+int kvf_sender_send_chunk(kvf_engine *eng, kvf_room room, const struct kvf_chunk_part *parts,
+			  uint32_t nparts, uint32_t flags)
+{
+	bool last = flags & KVF_SEND_LAST;
+	struct kvf_slot *r;
+	int rc = sender_info(eng, room, &r), state;
+
+	if (rc)
+		return rc;
+	if (flags & ~KVF_SEND_LAST)
+		return -EINVAL;
+	state = kvf_api_state(eng, r);
+	if (state == KVF_FAILED)
+		return -ECANCELED;
+	if (r->flags & KVF_RF_LAST_SENT || state == KVF_SUCCESS)
+		return -EALREADY;
+	rc = check_parts(eng, r, parts, nparts);
+	if (rc)
+		return rc;
+	/* Receiver after receiver: one refusing the chunk fails the room,
+	 * and every other one is told (kvf_fan_failed). */
+	for (uint32_t k = 0; k < kvf_api_nslots(r); k++) {
+		rc = send_to(eng, kvf_api_slot(eng, r, k), k, parts, nparts, last);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
 int kvf_sender_send(kvf_engine *eng, kvf_room room, const uint32_t *blocks, uint32_t nblocks)
 {
 	struct kvf_chunk_part p = { .dst_offset = 0, .n = nblocks, .src = blocks };
-	struct kvf_slot *r = room_get(eng, room);
+	struct kvf_slot *r = kvf_api_room(eng, room);
 	uint32_t count = 0;
 	int rc;
 
@@ -548,103 +652,14 @@ int kvf_sender_send(kvf_engine *eng, kvf_room room, const uint32_t *blocks, uint
 		return -ENOBUFS;
 	}
 	rc = kvf_sender_peer_count(eng, room, p.region, &count);
-	if (rc == 0 && r->state == KVF_WAITING_FOR_INPUT && count != nblocks) {
+	if (rc == 0 && !r->fan && r->state == KVF_WAITING_FOR_INPUT && count != nblocks) {
 		/* One send carries the whole list: say it in its own words. */
 		kvf_room_fail(eng, r, KVF_FAIL_BAD_REQUEST, EMSGSIZE,
 			      "send() has %u source blocks, the receiver asked for %u", nblocks,
 			      count);
 		return -EMSGSIZE;
 	}
-	if (rc == 0 && r->state == KVF_TRANSFERRING)
+	if (rc == 0 && kvf_api_state(eng, r) == KVF_TRANSFERRING)
 		return -EALREADY;
 	return kvf_sender_send_chunk(eng, room, &p, 1, KVF_SEND_LAST);
-}
-
-/* ------------------------------------------------------ poll, abort, release */
-
-int kvf_poll(kvf_engine *eng, kvf_room room)
-{
-	struct kvf_slot *r = room_get(eng, room);
-
-	if (!r)
-		return -EINVAL;
-	/* The failure field first: whatever else is in flight, a failed
-	 * room is FAILED. */
-	if (r->fail_reason != KVF_FAIL_NONE)
-		return KVF_FAILED;
-	return r->state;
-}
-
-int kvf_abort(kvf_engine *eng, kvf_room room)
-{
-	struct kvf_slot *r = room_get(eng, room);
-
-	if (!r)
-		return -EINVAL;
-	if (kvf_terminal(r))
-		return 0; /* the first outcome stands */
-	kvf_room_last(eng, r, KVF_LAST_LOCAL_ABORT);
-	kvf_room_fail(eng, r, KVF_FAIL_LOCAL_ABORT, ECANCELED, "aborted by the local caller in %s",
-		      kvf_poll_str(r->state));
-	return 0;
-}
-
-int kvf_failure(kvf_engine *eng, kvf_room room, struct kvf_failure *out)
-{
-	struct kvf_slot *r = room_get(eng, room);
-	struct kvf_failure fl = KVF_FAILURE_INIT;
-
-	if (!r || !out)
-		return -EINVAL;
-	fl.reason = (enum kvf_fail_reason)r->fail_reason;
-	fl.deadline = (enum kvf_deadline)r->fail_deadline;
-	fl.wc_status = -1;
-	if (r->fail_reason != KVF_FAIL_NONE && !r->fail) {
-		snprintf(fl.detail, sizeof(fl.detail), "%s (detail lost: out of memory)",
-			 kvf_fail_reason_str(fl.reason));
-	} else if (r->fail_reason != KVF_FAIL_NONE) {
-		fl.err = r->fail->err;
-		fl.wc_status = r->fail->wc_status;
-		fl.vendor_err = r->fail->vendor_err;
-		memcpy(fl.detail, r->fail->text, sizeof(fl.detail));
-	}
-	return kvf_sized_copy(out, &fl, sizeof(fl), offsetof(struct kvf_failure, reason));
-}
-
-int kvf_quiescent(kvf_engine *eng, kvf_room room)
-{
-	struct kvf_slot *r = room_get(eng, room);
-
-	if (!r)
-		return -EINVAL;
-	return (r->flags & KVF_RF_QUIESCENT) != 0;
-}
-
-int kvf_release(kvf_engine *eng, kvf_room room)
-{
-	struct kvf_slot *r = room_get(eng, room);
-	uint32_t slot;
-
-	if (!r)
-		return -EINVAL;
-	if (!kvf_terminal(r) || !(r->flags & KVF_RF_QUIESCENT))
-		return -EBUSY;
-	slot = kvf_slot_index(eng, r);
-	kvf_idmap_remove(&eng->ids, r->id, r->role);
-	free(r->info);
-	free(r->chunks);
-	free(r->fail);
-	kvf_regions_drop(&eng->regions, r->regions);
-	r->regions = 0;
-	r->chunks = NULL;
-	r->info = NULL;
-	r->fail = NULL;
-	kvf_room_transition(eng, r, KVF_ROOM_FREE); /* cancels its deadline */
-	eng->st.released++;
-	/* A new generation: every handle, work request and immediate that
-	 * named the old room is now stale by construction. */
-	if (++r->gen == 0)
-		r->gen = 1;
-	eng->free_stack[eng->nfree++] = slot;
-	return 0;
 }

@@ -34,12 +34,33 @@ int kvf_early_init(struct kvf_early *e, uint32_t cap)
 	return 0;
 }
 
+/* Free a chain of parked infos; returns how many there were. */
+static uint32_t free_infos(struct kvf_peer_info *pi)
+{
+	uint32_t n = 0;
+
+	for (struct kvf_peer_info *next; pi; pi = next, n++) {
+		next = pi->next;
+		free(pi);
+	}
+	return n;
+}
+
+static uint32_t count_infos(const struct kvf_peer_info *pi)
+{
+	uint32_t n = 0;
+
+	for (; pi; pi = pi->next)
+		n++;
+	return n;
+}
+
 void kvf_early_fini(struct kvf_early *e)
 {
 	if (!e->ent)
 		return; /* never made, or failed half way: nothing is ours */
 	for (uint32_t i = e->head; i; i = e->ent[i - 1].next)
-		free(e->ent[i - 1].info);
+		free_infos(e->ent[i - 1].info);
 	kvf_idmap_fini(&e->map);
 	free(e->ent);
 	e->ent = NULL;
@@ -61,7 +82,7 @@ static void unlink_ent(struct kvf_early *e, uint32_t i)
 	if (x->kind == KVF_EARLY_TOMBSTONE)
 		e->ntomb--;
 	else
-		e->ninfo--;
+		e->ninfo -= count_infos(x->info);
 	x->next = e->free_head;
 	e->free_head = i;
 }
@@ -69,8 +90,21 @@ static void unlink_ent(struct kvf_early *e, uint32_t i)
 static void take_at(struct kvf_early *e, uint32_t i, struct kvf_early_ent *out)
 {
 	*out = e->ent[i - 1];
-	e->ent[i - 1].info = NULL;
 	unlink_ent(e, i);
+	e->ent[i - 1].info = NULL;
+}
+
+/* Another receiver's ROOM_INFO for a parked one's room (a fan-out). */
+static int chain_info(struct kvf_early *e, struct kvf_early_ent *x, struct kvf_peer_info *info)
+{
+	struct kvf_peer_info **at = &x->info;
+
+	for (; *at; at = &(*at)->next)
+		if ((*at)->peer == info->peer)
+			return -EEXIST;
+	*at = info;
+	e->ninfo++;
+	return 0;
 }
 
 int kvf_early_put(struct kvf_early *e, const struct kvf_early_ent *ent)
@@ -79,6 +113,9 @@ int kvf_early_put(struct kvf_early *e, const struct kvf_early_ent *ent)
 	int rc, replaced = 0;
 
 	if (kvf_idmap_find(&e->map, ent->id, ent->role, &slot)) {
+		if (ent->kind == KVF_EARLY_INFO && e->ent[slot].kind == KVF_EARLY_INFO &&
+		    e->ent[slot].conn != ent->conn)
+			return chain_info(e, &e->ent[slot], ent->info);
 		if (e->ent[slot].conn != ent->conn)
 			return -EPERM;
 		if (ent->kind != KVF_EARLY_TOMBSTONE || e->ent[slot].kind == KVF_EARLY_TOMBSTONE)
@@ -86,8 +123,7 @@ int kvf_early_put(struct kvf_early *e, const struct kvf_early_ent *ent)
 		struct kvf_early_ent old;
 
 		take_at(e, slot + 1, &old);
-		free(old.info);
-		replaced = 1;
+		replaced = (int)free_infos(old.info);
 	}
 	if (!e->free_head)
 		return -ENOSPC;
@@ -107,7 +143,7 @@ int kvf_early_put(struct kvf_early *e, const struct kvf_early_ent *ent)
 	if (ent->kind == KVF_EARLY_TOMBSTONE)
 		e->ntomb++;
 	else
-		e->ninfo++;
+		e->ninfo += count_infos(ent->info);
 	return replaced;
 }
 

@@ -47,10 +47,13 @@ int kvf_early_init(struct kvf_early *e, uint32_t cap);
 void kvf_early_fini(struct kvf_early *e);
 /* Keep ent (kind, id, role, conn, reason, info, expires). An entry belongs
  * to the connection that left it: one from another connection for the same
- * key is refused with -EPERM and the kept one is unchanged. From the same
+ * key is refused with -EPERM and the kept one is unchanged, but for a
+ * ROOM_INFO joining parked ones: the receivers of a fan-out each send their
+ * own, so it is chained to them (info->next; -EEXIST when one of its
+ * connection is there already) and they go together. From the same
  * connection, a tombstone replaces a parked info (freed); an info for a key
  * that has a tombstone, or a second of either, is refused with -EEXIST (the
- * caller counts it). Returns 0, 1 (kept, and a parked info it replaced was
+ * caller counts it). Returns 0, n > 0 (kept, and the n parked infos it replaced were
  * freed), -EPERM, -EEXIST, or -ENOSPC when full. On error the caller keeps
  * ownership of ent->info. */
 int kvf_early_put(struct kvf_early *e, const struct kvf_early_ent *ent);

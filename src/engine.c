@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "fan.h"
 #include "kvf_build.h"
 #include "log.h"
 #include "mem.h"
@@ -72,6 +73,7 @@ static void free_tables(struct kvf_engine *eng)
 		kvf_ring_destroy(eng->ring);
 	}
 	for (uint32_t i = 0; eng->slots && i < eng->nslots; i++) {
+		kvf_fan_drop(eng, i); /* once, by its lead; members' pointers cleared */
 		free(eng->slots[i].info);
 		free(eng->slots[i].chunks);
 		free(eng->slots[i].fail);

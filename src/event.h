@@ -55,6 +55,7 @@ struct kvf_peer_info {
 	uint32_t nlists;
 	uint32_t nids;         /* items over every list */
 	uint32_t user_len;
+	struct kvf_peer_info *next; /* parked (early.h): the next receiver's, of a fan-out */
 	uint8_t user[KVF_INFO_USER_MAX];
 	struct kvf_peer_list lists[KVF_INFO_MAX_LISTS];
 	uint32_t ids[];        /* the lists' items, list after list */

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fan.h"
 #include "log.h"
 
 uint64_t kvf_now(const struct kvf_engine *eng)
@@ -388,25 +389,33 @@ static void log_failure(const struct kvf_engine *eng, const struct kvf_slot *r,
 		 r->fail ? r->fail->text : "(no detail: out of memory)");
 }
 
+/* A fan's room fails once: the failure counted and logged is its first
+ * member's; the others follow it (how->rank) and are told their peers. */
 static bool room_failv(struct kvf_engine *eng, struct kvf_slot *r, const struct kvf_fail_how *how,
 		       const char *fmt, va_list ap)
 {
-	enum kvf_quiet_why why = quiet_why_of(how->reason);
+	/* Another rank's failure says nothing of this member's connection:
+	 * its peer is live and must be told (ABORT), whatever the reason. */
+	enum kvf_quiet_why why = how->rank ? KVF_QW_FAILED : quiet_why_of(how->reason);
 
 	if (kvf_terminal(r))
 		return false;
 	write_failure(r, how, fmt, ap);
 	kvf_room_transition(eng, r, KVF_FAILED);
-	eng->st.failures[how->reason]++;
-	eng->oc.fail_by_role[r->role & 1][how->reason]++;
-	if (how->reason == KVF_FAIL_DEADLINE)
-		eng->st.deadlines[how->dl]++;
-	log_failure(eng, r, how);
+	if (!how->rank) {
+		eng->st.failures[how->reason]++;
+		eng->oc.fail_by_role[r->role & 1][how->reason]++;
+		if (how->reason == KVF_FAIL_DEADLINE)
+			eng->st.deadlines[how->dl]++;
+		log_failure(eng, r, how);
+	}
 	if (r->role == KVF_SENDER)
 		sender_failed(eng, r, why);
 	else
 		receiver_failed(eng, r, why);
 	kvf_room_quiesce(eng, r, why);
+	if (r->fan)
+		kvf_fan_failed(eng, r);
 	return true;
 }
 
@@ -433,4 +442,61 @@ bool kvf_room_fail(struct kvf_engine *eng, struct kvf_slot *r, enum kvf_fail_rea
 	done = room_failv(eng, r, &how, fmt, ap);
 	va_end(ap);
 	return done;
+}
+
+/* ------------------------------------------------------- creation, release */
+
+int kvf_room_new(struct kvf_engine *eng, uint64_t id, enum kvf_role role, bool mapped,
+		 struct kvf_slot **out)
+{
+	struct kvf_slot *r;
+	uint32_t slot;
+	int rc;
+
+	if (!eng->nfree)
+		return -ENOSPC;
+	slot = eng->free_stack[eng->nfree - 1];
+	if (mapped) {
+		rc = kvf_idmap_insert(&eng->ids, id, role, slot);
+		if (rc)
+			return rc; /* -EEXIST: the live room with this id is untouched */
+	}
+	eng->nfree--;
+	r = &eng->slots[slot];
+	r->id = id;
+	r->role = (uint8_t)role;
+	r->flags = 0;
+	r->conn = 0;
+	r->outstanding = 0;
+	r->fan = NULL;
+	r->fail_reason = KVF_FAIL_NONE;
+	r->fail_deadline = KVF_DL_NONE; /* kvf_failure reports it even when not failed */
+	memset(kvf_obs(eng, r), 0, sizeof(struct kvf_room_obs));
+	kvf_room_last(eng, r, KVF_LAST_CREATED);
+	r->created_ns = kvf_now(eng);
+	kvf_room_transition(eng, r, KVF_BOOTSTRAPPING); /* from KVF_ROOM_FREE */
+	eng->st.created++;
+	*out = r;
+	return 0;
+}
+
+void kvf_room_free(struct kvf_engine *eng, struct kvf_slot *r, bool mapped)
+{
+	if (mapped)
+		kvf_idmap_remove(&eng->ids, r->id, r->role);
+	free(r->info);
+	free(r->chunks);
+	free(r->fail);
+	kvf_regions_drop(&eng->regions, r->regions);
+	r->regions = 0;
+	r->chunks = NULL;
+	r->info = NULL;
+	r->fail = NULL;
+	kvf_room_transition(eng, r, KVF_ROOM_FREE); /* cancels its deadline */
+	eng->st.released++;
+	/* A new generation: every handle, work request and immediate that
+	 * named the old room is now stale by construction. */
+	if (++r->gen == 0)
+		r->gen = 1;
+	eng->free_stack[eng->nfree++] = kvf_slot_index(eng, r);
 }

@@ -80,7 +80,11 @@ struct kvf_fail_how {
 	int err;               /* positive errno */
 	int wc_status;         /* -1 when no work completion is involved */
 	uint32_t vendor_err;
+	bool rank;             /* another rank of the fan failed first (fan.h): the
+	                          room is told its peer, whatever the reason */
 };
+
+struct kvf_fan;
 
 struct kvf_slot {
 	uint64_t id;
@@ -89,6 +93,7 @@ struct kvf_slot {
 	struct kvf_peer_info *info;   /* sender: the receiver's ROOM_INFO */
 	struct kvf_chunks *chunks;    /* sender: what of info's lists was sent */
 	struct kvf_fail_detail *fail; /* set with fail_reason */
+	struct kvf_fan *fan;          /* fan-out/fan-in room: its slots (fan.h); NULL alone */
 	uint32_t gen;                 /* bumped at release; never 0 */
 	uint32_t conn;                /* connection the room is bound to, 0 = none */
 	uint32_t outstanding;         /* sender: signaled WRs not yet completed */
@@ -242,6 +247,16 @@ void kvf_room_quiesce(struct kvf_engine *eng, struct kvf_slot *r, enum kvf_quiet
 /* The quiesce deadline passed: tear the connection down (or, without one,
  * nothing can land) and keep the deadline armed until PEER_LOST. */
 void kvf_room_quiesce_overdue(struct kvf_engine *eng, struct kvf_slot *r);
+
+/* Take a free slot for a new room of id and role, BOOTSTRAPPING. mapped:
+ * into the id map (the room the API names); a fan's member slot is not,
+ * its lead is. Returns 0, -ENOSPC or -EEXIST. */
+int kvf_room_new(struct kvf_engine *eng, uint64_t id, enum kvf_role role, bool mapped,
+		 struct kvf_slot **out);
+
+/* Free a terminal, quiescent room's slot (its id out of the map when
+ * mapped) and bump its generation. */
+void kvf_room_free(struct kvf_engine *eng, struct kvf_slot *r, bool mapped);
 
 /* Apply one event from the ring. */
 void kvf_room_apply(struct kvf_engine *eng, struct kvf_event *ev);

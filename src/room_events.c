@@ -5,11 +5,13 @@
  * and logged. State changes go through room.c. Scheduler thread only. */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "log.h"
 #include "chunk.h"
+#include "fan.h"
 #include "names.h"
 #include "room.h"
 
@@ -27,6 +29,16 @@ static struct kvf_slot *by_id(struct kvf_engine *eng, uint64_t id, uint32_t role
 	uint32_t slot;
 
 	return kvf_idmap_find(&eng->ids, id, role, &slot) ? &eng->slots[slot] : NULL;
+}
+
+/* The room a frame from conn names: of a fan's slots, the one bound to
+ * conn (kvf_fan_pick), so each peer's frames reach its own pairing. */
+static struct kvf_slot *by_id_from(struct kvf_engine *eng, uint64_t id, uint32_t role,
+				   uint32_t conn)
+{
+	struct kvf_slot *r = by_id(eng, id, role);
+
+	return r && r->fan ? kvf_fan_pick(eng, r, conn) : r;
 }
 
 /* A room takes frames only from the connection it is bound to: a sender's
@@ -128,7 +140,7 @@ static void park_info(struct kvf_engine *eng, struct kvf_event *ev, struct kvf_p
 static void on_peer_info(struct kvf_engine *eng, struct kvf_event *ev)
 {
 	struct kvf_peer_info *info = ev->data;
-	struct kvf_slot *r = by_id(eng, ev->key, KVF_SENDER);
+	struct kvf_slot *r = by_id_from(eng, ev->key, KVF_SENDER, ev->peer);
 
 	ev->data = NULL;
 	if (!info) {
@@ -150,8 +162,10 @@ static void on_peer_info(struct kvf_engine *eng, struct kvf_event *ev)
 				     : KVF_IGN_DUPLICATE,
 			ev, "ROOM_INFO");
 	/* A receiver asking for a room we failed before any receiver was
-	 * bound must hear so, or it waits for its own deadline. */
-	if (r->state == KVF_FAILED && !r->conn && eng->ops)
+	 * bound must hear so, or it waits for its own deadline; so must one
+	 * more than a fan-out has receivers (every slot is bound to another),
+	 * or one coming after the fan failed. */
+	if (eng->ops && r->conn != ev->peer && (r->fan || (r->state == KVF_FAILED && !r->conn)))
 		eng->ops->send_abort(eng->t, ev->peer, r->id, KVF_RECEIVER, r->fail_reason);
 }
 
@@ -204,7 +218,7 @@ static void keep_tombstone(struct kvf_engine *eng, const struct kvf_event *ev)
 
 static void on_peer_abort(struct kvf_engine *eng, struct kvf_event *ev)
 {
-	struct kvf_slot *r = by_id(eng, ev->key, ev->role);
+	struct kvf_slot *r = by_id_from(eng, ev->key, ev->role, ev->peer);
 
 	if (r) {
 		if (!other_conn(eng, r, ev, "ABORT"))
@@ -220,7 +234,7 @@ static void on_peer_abort(struct kvf_engine *eng, struct kvf_event *ev)
 
 static void on_abort_ack(struct kvf_engine *eng, struct kvf_event *ev)
 {
-	struct kvf_slot *r = by_id(eng, ev->key, KVF_RECEIVER);
+	struct kvf_slot *r = by_id_from(eng, ev->key, KVF_RECEIVER, ev->peer);
 
 	if (!r) {
 		kvf_room_ignore(eng, KVF_IGN_UNKNOWN_ROOM, ev, "ABORT_ACK");
@@ -392,7 +406,7 @@ static void on_peer_lost(struct kvf_engine *eng, struct kvf_event *ev)
 
 static void on_bad_frame(struct kvf_engine *eng, struct kvf_event *ev)
 {
-	struct kvf_slot *r = ev->key ? by_id(eng, ev->key, ev->role) : NULL;
+	struct kvf_slot *r = ev->key ? by_id_from(eng, ev->key, ev->role, ev->peer) : NULL;
 	const char *detail = ev->data ? (const char *)ev->data : "malformed frame";
 
 	eng->st.bad_frames++;
@@ -462,6 +476,7 @@ void kvf_room_expire(struct kvf_engine *eng, uint32_t slot)
 	const struct kvf_fail_how how = {
 		.reason = KVF_FAIL_DEADLINE, .dl = dl, .err = ETIMEDOUT, .wc_status = -1,
 	};
+	char joined[32] = "";
 
 	r->deadline = KVF_DL_NONE;
 	if (dl == KVF_DL_QUIESCE) {
@@ -470,8 +485,13 @@ void kvf_room_expire(struct kvf_engine *eng, uint32_t slot)
 		return;
 	}
 	kvf_room_last(eng, r, KVF_LAST_DEADLINE);
-	kvf_room_fail_how(eng, r, &how, "%s deadline: %" PRIu64 " ms in %s", kvf_deadline_str(dl),
-			  (kvf_now(eng) - r->state_ns) / 1000000u, kvf_poll_str(r->state));
+	/* A fan-out still bootstrapping waits for receivers that did not
+	 * come: say how many did. */
+	if (r->fan && r->role == KVF_SENDER && dl == KVF_DL_BOOTSTRAP)
+		snprintf(joined, sizeof(joined), " (%u of %u joined)",
+			 kvf_fan_joined(eng, r->fan), r->fan->n);
+	kvf_room_fail_how(eng, r, &how, "%s deadline: %" PRIu64 " ms in %s%s", kvf_deadline_str(dl),
+			  (kvf_now(eng) - r->state_ns) / 1000000u, kvf_poll_str(r->state), joined);
 }
 
 /* An early entry leaves without its room: expired (TTL) or evicted (table
@@ -488,16 +508,20 @@ static void early_gone(struct kvf_engine *eng, struct kvf_early_ent *e, bool evi
 			evicted ? "evicted" : "expired");
 		return;
 	}
-	if (evicted)
-		eng->st.early_infos_evicted++;
-	else
-		eng->st.early_infos_expired++;
-	kvf_info("room", "ROOM_INFO for room %#" PRIx64 " from conn %u: no sender room "
-		 "was created %s; aborting it", e->id, e->conn,
-		 evicted ? "before the table filled" : "within engine.tombstone_ttl_s");
-	if (eng->ops && e->conn)
-		eng->ops->send_abort(eng->t, e->conn, e->id, KVF_RECEIVER, KVF_FAIL_DEADLINE);
-	free(e->info);
+	/* One ROOM_INFO, or those of a fan-out's receivers chained to it. */
+	for (struct kvf_peer_info *pi = e->info, *next; pi; pi = next) {
+		next = pi->next;
+		if (evicted)
+			eng->st.early_infos_evicted++;
+		else
+			eng->st.early_infos_expired++;
+		kvf_info("room", "ROOM_INFO for room %#" PRIx64 " from conn %u: no sender room "
+			 "was created %s; aborting it", e->id, pi->peer,
+			 evicted ? "before the table filled" : "within engine.tombstone_ttl_s");
+		if (eng->ops && pi->peer)
+			eng->ops->send_abort(eng->t, pi->peer, e->id, KVF_RECEIVER, KVF_FAIL_DEADLINE);
+		free(pi);
+	}
 	e->info = NULL;
 }
 

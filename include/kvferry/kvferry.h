@@ -453,6 +453,50 @@ KVF_API int kvf_sender_create(kvf_engine *eng, uint64_t room_id, kvf_room *out);
 KVF_API int kvf_receiver_create(kvf_engine *eng, uint64_t room_id, const char *peer,
 			kvf_room *out);
 
+/*
+ * Rooms across ranks (docs/design.md, "Fan-out and fan-in"). At most
+ * KVF_FAN_MAX peers a room; a room of n peers takes n slots of
+ * engine.max_rooms (and counts as n in kvf_stats' rooms, created and
+ * released; its failure counts once in failures).
+ *
+ * Fan-out: one sender room serving n receivers (SGLang's
+ * required_dst_info_num: decode TP larger than prefill TP, MLA, where every
+ * decode rank holds the same latent KV). n is given here, not learned from
+ * the first ROOM_INFO: the prefill knows it before any decode rank asks,
+ * and a count learned late would let a rank that never comes go unnoticed.
+ * Each receiver joins with its own ROOM_INFO on its own connection,
+ * numbered in the order they joined (0 first). The room stays
+ * BOOTSTRAPPING until all n joined; the bootstrap deadline covers the
+ * missing ones and its failure says how many joined ("(2 of 3 joined)").
+ * Every chunk goes to every receiver, checked against that receiver's own
+ * lists (dst_offset into its list); a receiver that needs no data (a
+ * dummy: kvf_receiver_init_dummy) gets only the final write. SUCCESS when
+ * every receiver's final write completed. One receiver failing (its
+ * connection lost, its ABORT, a chunk it refuses, a deadline) fails the
+ * room, and every other receiver is told with ABORT; kvf_failure gives that
+ * first failure. Quiescent when every receiver's connection is.
+ * n = 1 is kvf_sender_create. Errors as kvf_sender_create, plus -EINVAL
+ * for n 0 or above KVF_FAN_MAX; -ENOSPC when fewer than n slots are free.
+ */
+#define KVF_FAN_MAX 64
+KVF_API int kvf_sender_create_fanout(kvf_engine *eng, uint64_t room_id, uint32_t n,
+				     kvf_room *out);
+
+/*
+ * Fan-in: one receiver room fed by m senders at peers[0..m-1] (SGLang's
+ * required_prefill_response_num: prefill TP larger than decode TP, or
+ * pipeline stages). kvf_receiver_init_regions sends the same ROOM_INFO to
+ * every sender, each of which must then cover the whole list (what it
+ * writes of each item, its heads or layers, is the geometry's business);
+ * kvf_receiver_init_part gives sender k a list of its own instead, so that
+ * without geometry the senders can write disjoint parts. SUCCESS when all m
+ * final writes landed; any failure fails the room and aborts the others;
+ * quiescent when every sender is. m = 1 is kvf_receiver_create. Errors as
+ * kvf_receiver_create, plus -EINVAL for m 0 or above KVF_FAN_MAX.
+ */
+KVF_API int kvf_receiver_create_fanin(kvf_engine *eng, uint64_t room_id,
+				      const char *const *peers, uint32_t m, kvf_room *out);
+
 /* One region's items in a room: the receiver's destination list, or a
  * sender chunk's source items. */
 struct kvf_index_list {
@@ -492,6 +536,25 @@ KVF_API int kvf_receiver_init(kvf_engine *eng, kvf_room room, const uint32_t *bl
 		      uint32_t nblocks);
 
 /*
+ * Fan-in receiver: the ROOM_INFO for sender k (0..m-1, in the order of
+ * kvf_receiver_create_fanin's peers) only, with lists of its own. The room
+ * is WAITING_FOR_INPUT once every sender has its info. Errors as
+ * kvf_receiver_init_regions, plus -EINVAL for k out of range and
+ * -EALREADY when sender k has its info already.
+ */
+KVF_API int kvf_receiver_init_part(kvf_engine *eng, kvf_room room, uint32_t k,
+				   const struct kvf_index_list *lists, uint32_t nlists,
+				   const void *user, uint32_t user_len);
+
+/*
+ * A receiver that needs no data (SGLang's is_dummy decode rank) still
+ * joins its sender's fan-out: a ROOM_INFO with no lists. It reaches
+ * SUCCESS with the sender's final write (of no bytes), or fails with the
+ * room. Errors as kvf_receiver_init_regions.
+ */
+KVF_API int kvf_receiver_init_dummy(kvf_engine *eng, kvf_room room);
+
+/*
  * Sender, once the receiver's ROOM_INFO arrived (the room is past
  * BOOTSTRAPPING): how many items the receiver's list has for our region of
  * the same name (0 when it asked for none of it). Returns 0, -EINVAL (stale
@@ -508,6 +571,25 @@ KVF_API int kvf_sender_peer_count(kvf_engine *eng, kvf_room room, uint32_t regio
  */
 KVF_API int kvf_sender_user_data(kvf_engine *eng, kvf_room room, void *buf, uint32_t buflen,
 				 uint32_t *len);
+
+/*
+ * Fan-out: kvf_sender_peer_count and kvf_sender_user_data are receiver
+ * 0's (the first to join); these are receiver k's (0..n-1, in the order
+ * they joined). -EAGAIN until every receiver joined, -EINVAL for k out of
+ * range; a dummy's count is 0 for every region.
+ */
+KVF_API int kvf_sender_peer_count_k(kvf_engine *eng, kvf_room room, uint32_t k,
+				    uint32_t region, uint32_t *count);
+KVF_API int kvf_sender_user_data_k(kvf_engine *eng, kvf_room room, uint32_t k, void *buf,
+				   uint32_t buflen, uint32_t *len);
+
+/*
+ * Sender: how many receivers the room serves (*n, 1 unless fan-out) and,
+ * when dummies is not NULL, how many of those that joined are dummies.
+ * Returns 0 or -EINVAL.
+ */
+KVF_API int kvf_sender_receivers(kvf_engine *eng, kvf_room room, uint32_t *n,
+				 uint32_t *dummies);
 
 /* One region's part of a chunk: src[i] of our region goes to the
  * receiver's list entry dst_offset + i for the region of the same name. */

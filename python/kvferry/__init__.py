@@ -20,6 +20,7 @@ import logging
 
 from . import _kvferry
 from ._kvferry import (
+    FAN_MAX,
     MAX_REGIONS,
     REGION_NAME_MAX,
     USER_DATA_MAX,
@@ -33,6 +34,7 @@ from ._kvferry import (
 )
 
 __all__ = [
+    "FAN_MAX",
     "MAX_REGIONS",
     "REGION_NAME_MAX",
     "USER_DATA_MAX",

@@ -595,33 +595,77 @@ static PyObject *room_new_obj(EngineObject *e, kvf_room h, uint64_t id, int role
 	return (PyObject *)r;
 }
 
-static PyObject *engine_sender(EngineObject *self, PyObject *arg)
+/* n > 1: a fan-out to n decode ranks (kvf_sender_create_fanout). */
+static PyObject *engine_sender(EngineObject *self, PyObject *args, PyObject *kw)
 {
-	unsigned long long id = PyLong_AsUnsignedLongLong(arg);
+	static char *kwlist[] = { "room_id", "n", NULL };
+	PyObject *id_obj;
+	unsigned long long id;
+	unsigned int n = 1;
 	kvf_room h;
 	int rc;
 
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|I:sender", kwlist, &id_obj, &n))
+		return NULL;
+	id = PyLong_AsUnsignedLongLong(id_obj); /* "K" would not check the range */
 	if (PyErr_Occurred() || engine_usable(self) < 0)
 		return NULL;
-	rc = kvf_sender_create(self->eng, id, &h);
+	rc = kvf_sender_create_fanout(self->eng, id, n, &h);
 	if (rc)
 		return raise_rc(rc, "sender", NULL);
 	return room_new_obj(self, h, id, KVF_SENDER);
 }
 
+/* A fan-in receiver: one room fed by the prefill ranks at peers. */
+static int receiver_fanin(EngineObject *self, unsigned long long id, PyObject *peers_obj,
+			  kvf_room *h)
+{
+	const char *peers[KVF_FAN_MAX];
+	PyObject *seq = PySequence_Fast(peers_obj, "receiver: peers must be a sequence of str");
+	Py_ssize_t m;
+	int rc;
+
+	if (!seq)
+		return -EFAULT;
+	m = PySequence_Fast_GET_SIZE(seq);
+	if (m < 1 || m > KVF_FAN_MAX) {
+		PyErr_Format(PyExc_ValueError, "receiver: %zd peers, 1 to %d", m, KVF_FAN_MAX);
+		Py_DECREF(seq);
+		return -EFAULT;
+	}
+	for (Py_ssize_t k = 0; k < m; k++) {
+		peers[k] = PyUnicode_AsUTF8(PySequence_Fast_GET_ITEM(seq, k));
+		if (!peers[k]) {
+			Py_DECREF(seq);
+			return -EFAULT;
+		}
+	}
+	rc = kvf_receiver_create_fanin(self->eng, id, peers, (uint32_t)m, h);
+	Py_DECREF(seq); /* the strings were only read by the call */
+	return rc;
+}
+
 static PyObject *engine_receiver(EngineObject *self, PyObject *args, PyObject *kw)
 {
-	static char *kwlist[] = { "room_id", "peer", NULL };
+	static char *kwlist[] = { "room_id", "peer", "peers", NULL };
 	unsigned long long id;
 	const char *peer = NULL;
+	PyObject *peers = Py_None;
 	kvf_room h;
 	int rc;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "K|z:receiver", kwlist, &id, &peer))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "K|zO:receiver", kwlist, &id, &peer, &peers))
 		return NULL;
 	if (engine_usable(self) < 0)
 		return NULL;
-	rc = kvf_receiver_create(self->eng, id, peer, &h);
+	if (peers != Py_None && peer) {
+		PyErr_SetString(PyExc_TypeError, "receiver: peer or peers, not both");
+		return NULL;
+	}
+	rc = peers != Py_None ? receiver_fanin(self, id, peers, &h)
+			      : kvf_receiver_create(self->eng, id, peer, &h);
+	if (rc == -EFAULT)
+		return NULL; /* a Python error is set */
 	if (rc)
 		return raise_rc(rc, "receiver", NULL);
 	return room_new_obj(self, h, id, KVF_RECEIVER);
@@ -838,9 +882,12 @@ static PyMethodDef engine_methods[] = {
 	  "as register_pool's (objects kept until unregistered or closed)." },
 	{ "unregister_region", (PyCFunction)engine_unregister_region, METH_O,
 	  "unregister_region(region): KVFerryError EBUSY while a live room uses it." },
-	{ "sender", (PyCFunction)engine_sender, METH_O, "sender(room_id) -> Room (prefill side)" },
+	{ "sender", (PyCFunction)(void (*)(void))engine_sender, METH_VARARGS | METH_KEYWORDS,
+	  "sender(room_id, n=1) -> Room (prefill side); n > 1: a fan-out to n decode ranks, "
+	  "each joining with its own ROOM_INFO" },
 	{ "receiver", (PyCFunction)(void (*)(void))engine_receiver, METH_VARARGS | METH_KEYWORDS,
-	  "receiver(room_id, peer=None) -> Room (decode side); peer 'host:port' of the prefill" },
+	  "receiver(room_id, peer=None, peers=None) -> Room (decode side); peer 'host:port' "
+	  "of the prefill, or peers: the prefill ranks of a fan-in" },
 	{ "progress", (PyCFunction)engine_progress, METH_NOARGS,
 	  "Drain events, expire deadlines, post queued work: once per scheduler iteration. "
 	  "Returns the number of events and expiries applied." },
@@ -1104,17 +1151,23 @@ static int region_id(PyObject *o, uint32_t *out)
  * sender (any bytes-like object). */
 static PyObject *room_init_regions(RoomObject *self, PyObject *args, PyObject *kw)
 {
-	static char *kwlist[] = { "lists", "user_data", NULL };
+	static char *kwlist[] = { "lists", "user_data", "part", NULL };
 	struct kvf_index_list lists[KVF_MAX_REGIONS];
 	struct idx x[KVF_MAX_REGIONS];
-	PyObject *lists_obj, *user_obj = Py_None, *items = NULL, *ret = NULL;
+	PyObject *lists_obj, *user_obj = Py_None, *part_obj = Py_None, *items = NULL, *ret = NULL;
 	Py_buffer user = { 0 };
 	Py_ssize_t n = 0, done = 0;
+	unsigned long part = 0;
 	int rc;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:init_regions", kwlist, &lists_obj,
-					 &user_obj))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OO:init_regions", kwlist, &lists_obj,
+					 &user_obj, &part_obj))
 		return NULL;
+	if (part_obj != Py_None) {
+		part = PyLong_AsUnsignedLong(part_obj);
+		if (PyErr_Occurred())
+			return NULL;
+	}
 	if (room_usable(self) < 0)
 		return NULL;
 	if (self->role != KVF_RECEIVER) {
@@ -1157,8 +1210,11 @@ static PyObject *room_init_regions(RoomObject *self, PyObject *args, PyObject *k
 		PyErr_SetString(PyExc_ValueError, "user_data too long");
 		goto out;
 	}
-	rc = kvf_receiver_init_regions(self->engine->eng, self->h, lists, (uint32_t)n,
-				       user.buf, (uint32_t)user.len);
+	rc = part_obj != Py_None
+		     ? kvf_receiver_init_part(self->engine->eng, self->h, (uint32_t)part, lists,
+					      (uint32_t)n, user.buf, (uint32_t)user.len)
+		     : kvf_receiver_init_regions(self->engine->eng, self->h, lists, (uint32_t)n,
+						 user.buf, (uint32_t)user.len);
 	if (rc) {
 		raise_rc(rc, "init_regions", self);
 		goto out;
@@ -1185,31 +1241,70 @@ static int sender_only(RoomObject *self, const char *what)
 	return 0;
 }
 
-static PyObject *room_peer_count(RoomObject *self, PyObject *arg)
+static PyObject *room_peer_count(RoomObject *self, PyObject *args, PyObject *kw)
 {
+	static char *kwlist[] = { "region", "k", NULL };
+	PyObject *reg;
+	unsigned int k = 0;
 	uint32_t region, count;
 	int rc;
 
-	if (sender_only(self, "peer_count") < 0 || region_id(arg, &region) < 0)
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|I:peer_count", kwlist, &reg, &k))
 		return NULL;
-	rc = kvf_sender_peer_count(self->engine->eng, self->h, region, &count);
+	if (sender_only(self, "peer_count") < 0 || region_id(reg, &region) < 0)
+		return NULL;
+	rc = kvf_sender_peer_count_k(self->engine->eng, self->h, k, region, &count);
 	if (rc)
 		return raise_rc(rc, "peer_count", self);
 	return PyLong_FromUnsignedLong(count);
 }
 
-static PyObject *room_user_data(RoomObject *self, PyObject *unused)
+static PyObject *room_user_data(RoomObject *self, PyObject *args, PyObject *kw)
 {
+	static char *kwlist[] = { "k", NULL };
 	char buf[KVF_USER_DATA_MAX];
+	unsigned int k = 0;
 	uint32_t len = 0;
 	int rc;
 
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "|I:user_data", kwlist, &k))
+		return NULL;
 	if (sender_only(self, "user_data") < 0)
 		return NULL;
-	rc = kvf_sender_user_data(self->engine->eng, self->h, buf, sizeof(buf), &len);
+	rc = kvf_sender_user_data_k(self->engine->eng, self->h, k, buf, sizeof(buf), &len);
 	if (rc)
 		return raise_rc(rc, "user_data", self);
 	return PyBytes_FromStringAndSize(buf, len < sizeof(buf) ? len : sizeof(buf));
+}
+
+static PyObject *room_receivers(RoomObject *self, PyObject *unused)
+{
+	uint32_t n = 0, dummies = 0;
+	int rc;
+
+	if (sender_only(self, "receivers") < 0)
+		return NULL;
+	rc = kvf_sender_receivers(self->engine->eng, self->h, &n, &dummies);
+	if (rc)
+		return raise_rc(rc, "receivers", self);
+	return Py_BuildValue("(II)", n, dummies);
+}
+
+static PyObject *room_init_dummy(RoomObject *self, PyObject *unused)
+{
+	int rc;
+
+	if (room_usable(self) < 0)
+		return NULL;
+	if (self->role != KVF_RECEIVER) {
+		PyErr_Format(PyExc_TypeError, "init_dummy() is for receiver rooms; room %#" PRIx64
+			     " is a sender", self->id);
+		return NULL;
+	}
+	rc = kvf_receiver_init_dummy(self->engine->eng, self->h);
+	if (rc)
+		return raise_rc(rc, "init_dummy", self);
+	Py_RETURN_NONE;
 }
 
 /* Sender: one chunk, a sequence of (region, dst_offset, src_indices) parts
@@ -1486,11 +1581,19 @@ static PyMethodDef room_methods[] = {
 	{ "init_regions", (PyCFunction)(void (*)(void))room_init_regions,
 	  METH_VARARGS | METH_KEYWORDS,
 	  "Receiver: init_regions({region: indices, ...}, user_data=b'') sends ROOM_INFO "
-	  "with one destination list per region and opaque bytes for the sender." },
-	{ "peer_count", (PyCFunction)room_peer_count, METH_O,
-	  "Sender: how many items the receiver's list has for this region." },
-	{ "user_data", (PyCFunction)room_user_data, METH_NOARGS,
-	  "Sender: the receiver's user data (bytes)." },
+	  "with one destination list per region and opaque bytes for the sender; part=k: "
+	  "to prefill rank k of a fan-in only, with lists of its own." },
+	{ "init_dummy", (PyCFunction)room_init_dummy, METH_NOARGS,
+	  "Receiver that needs no data (SGLang is_dummy): joins the fan-out with no lists; "
+	  "SUCCESS with the sender's final write." },
+	{ "peer_count", (PyCFunction)(void (*)(void))room_peer_count, METH_VARARGS | METH_KEYWORDS,
+	  "Sender: peer_count(region, k=0): how many items receiver k's list has for this "
+	  "region (k: in the order the receivers of a fan-out joined)." },
+	{ "user_data", (PyCFunction)(void (*)(void))room_user_data, METH_VARARGS | METH_KEYWORDS,
+	  "Sender: user_data(k=0): receiver k's user data (bytes)." },
+	{ "receivers", (PyCFunction)room_receivers, METH_NOARGS,
+	  "Sender: (n, dummies): the receivers the room serves, the dummies among those "
+	  "that joined." },
 	{ "send_chunk", (PyCFunction)(void (*)(void))room_send_chunk,
 	  METH_VARARGS | METH_KEYWORDS,
 	  "Sender: send_chunk([(region, dst_offset, src_indices), ...], last=False): one "
@@ -1599,7 +1702,7 @@ PyMODINIT_FUNC PyInit__kvferry(void)
 	    add_int(m, "TRANSFERRING", KVF_TRANSFERRING) || add_int(m, "SUCCESS", KVF_SUCCESS) ||
 	    add_int(m, "USER_DATA_MAX", KVF_USER_DATA_MAX) ||
 	    add_int(m, "REGION_NAME_MAX", KVF_REGION_NAME_MAX) ||
-	    add_int(m, "MAX_REGIONS", KVF_MAX_REGIONS))
+	    add_int(m, "MAX_REGIONS", KVF_MAX_REGIONS) || add_int(m, "FAN_MAX", KVF_FAN_MAX))
 		goto fail;
 	return m;
 fail:

@@ -410,7 +410,7 @@ static int op_send_room_info(void *tp, const char *peer, const struct kvf_info_o
 
 	if (!peer || !*peer)
 		peer = t->cfg.peer;
-	if (!*peer || !strrchr(peer, ':') || !conn || !info || !info->nlists ||
+	if (!*peer || !strrchr(peer, ':') || !conn || !info ||
 	    info->nlists > KVF_MAX_REGIONS)
 		return -EINVAL;
 	for (uint32_t k = 0; k < info->nlists; k++)

@@ -628,9 +628,10 @@ int kvf_proto_decode_info(const void *buf, size_t len, const struct kvf_proto_li
 		    KVF_PROTO_INFO_FIXED);
 	nlists = get32(p);
 	ulen = get32(p + 4);
-	if (nlists == 0 || nlists > KVF_PROTO_MAX_REGIONS || ulen > KVF_PROTO_USER_MAX ||
+	/* No lists: a receiver that needs no data (a dummy rank of a fan-out). */
+	if (nlists > KVF_PROTO_MAX_REGIONS || ulen > KVF_PROTO_USER_MAX ||
 	    pad4(ulen) > len - KVF_PROTO_INFO_FIXED)
-		BAD(-EBADMSG, "ROOM_INFO info with %" PRIu32 " lists (1..%u) and %" PRIu32
+		BAD(-EBADMSG, "ROOM_INFO info with %" PRIu32 " lists (0..%u) and %" PRIu32
 		    " bytes of user data (0..%u) in %zu bytes", nlists, KVF_PROTO_MAX_REGIONS, ulen,
 		    KVF_PROTO_USER_MAX, len);
 	for (uint32_t i = ulen; i < pad4(ulen); i++)

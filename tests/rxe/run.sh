@@ -179,8 +179,13 @@ TESTS=(
 	"kvf_sglang_abort|480|\$repo/tests/rxe/scenarios/sglang.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 abort 200"
 	"kvf_sglang_kill|300|\$repo/tests/rxe/scenarios/sglang.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 kill 300"
 	# the same stream with the prefill's kv region staged through host slots
-	"kvf_stage_stream|420|\$repo/tests/rxe/scenarios/stage.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 stream 300"
+	"kvf_stage_stream|420|\$repo/tests/rxe/scenarios/stage.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 stream 150"
 	"kvf_stage_abort|420|\$repo/tests/rxe/scenarios/stage.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 abort 60"
+	# issue 9: rooms across ranks, one process per rank: fan-out (MLA, one
+	# dummy), fan-in (2 prefill ranks), a decode rank killed mid-transfer
+	"kvf_fan_out|150|\$repo/tests/rxe/scenarios/fan.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 out 12"
+	"kvf_fan_in|150|\$repo/tests/rxe/scenarios/fan.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 in 12"
+	"kvf_fan_kill|150|\$repo/tests/rxe/scenarios/fan.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 kill"
 	# kvferry.sglang driven as SGLang does, two Python processes (issue 10)
 	"kvf_python_sglang|300|\$repo/tests/rxe/scenarios/python_sglang.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1"
 	"kvf_throughput|300|\$repo/tests/rxe/scenarios/throughput.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 150"

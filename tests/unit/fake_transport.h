@@ -39,6 +39,15 @@ struct fake {
 	uint16_t abort_reason;
 	uint32_t teardown_conn;
 	uint32_t torn;          /* bit per connection id < 32 torn down */
+	/* Rooms across ranks: per connection id < 32, and per ROOM_INFO sent */
+	uint32_t conn_next;     /* nonzero: send_room_info answers conn_next++ */
+	int writes_on[32], aborts_on[32], acks_on[32];
+	uint64_t wr_on[32];     /* the last chunk's wr_id on that connection */
+	uint32_t nparts_on[32];
+	bool imm_on[32];
+	uint64_t info_handle[8]; /* recv_handle of ROOM_INFO i */
+	uint32_t info_conn[8];
+	uint32_t info_nl[8];     /* its lists */
 };
 
 static int fake_room_info(void *t, const char *peer, const struct kvf_info_out *info,
@@ -53,7 +62,12 @@ static int fake_room_info(void *t, const char *peer, const struct kvf_info_out *
 	f->info_user_len = info->user_len;
 	if (info->user_len)
 		memcpy(f->info_user, info->user, info->user_len);
-	*conn = f->conn;
+	*conn = f->conn_next ? f->conn_next++ : f->conn;
+	if (f->room_infos <= 8) {
+		f->info_handle[f->room_infos - 1] = info->recv_handle;
+		f->info_conn[f->room_infos - 1] = *conn;
+		f->info_nl[f->room_infos - 1] = info->nlists;
+	}
 	return f->room_info_rc;
 }
 
@@ -74,6 +88,12 @@ static int fake_post_chunk(void *t, uint32_t conn, uint64_t wr_id,
 		f->write_n += parts[i].n;
 		f->write_parts[i] = parts[i];
 	}
+	if (conn < 32) {
+		f->writes_on[conn]++;
+		f->wr_on[conn] = wr_id;
+		f->nparts_on[conn] = nparts;
+		f->imm_on[conn] = imm != NULL;
+	}
 	return f->signaled;
 }
 
@@ -90,6 +110,8 @@ static int fake_abort(void *t, uint32_t conn, uint64_t id, uint8_t to_role, uint
 	struct fake *f = t;
 
 	f->aborts++;
+	if (conn < 32)
+		f->aborts_on[conn]++;
 	f->abort_conn = conn;
 	f->abort_id = id;
 	f->abort_role = to_role;
@@ -102,6 +124,8 @@ static int fake_ack(void *t, uint32_t conn, uint64_t id)
 	struct fake *f = t;
 
 	f->acks++;
+	if (conn < 32)
+		f->acks_on[conn]++;
 	f->ack_conn = conn;
 	f->ack_id = id;
 	return 0;
@@ -224,6 +248,13 @@ static inline void push_wc(kvf_engine *eng, kvf_room h, uint16_t status)
 	push(eng, (struct kvf_event){ .kind = KVF_EV_WC, .status = status, .peer = 7,
 				      .key = kvf_wr_id(KVF_WR_DATA, (uint32_t)(h.v >> 32),
 						       (uint32_t)h.v) });
+}
+
+/* The completion of the write wr_id (a chunk's, as posted). */
+static inline void push_wc_id(kvf_engine *eng, uint64_t wr_id, uint32_t conn, uint16_t status)
+{
+	push(eng, (struct kvf_event){ .kind = KVF_EV_WC, .status = status, .peer = conn,
+				      .key = wr_id });
 }
 
 static inline void push_abort(kvf_engine *eng, uint64_t id, enum kvf_role role, uint32_t conn)
