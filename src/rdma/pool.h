@@ -30,6 +30,7 @@ struct kvf_pool {
 	uint32_t nblocks;   /* items per buffer */
 	struct kvf_sq_buf *wr_bufs; /* the buffers as the send queue builds WRs
 	                               from them (key: the lkey) */
+	struct kvf_buf_geometry *geom; /* per buffer, or NULL: none */
 	struct kvf_pool_buf bufs[];
 };
 
