@@ -509,7 +509,9 @@ static int op_post_chunk(void *tp, uint32_t conn, uint64_t wr_id, const struct k
 	if (rc >= 0) {
 		for (uint32_t i = 0; i < nparts; i++)
 			for (uint32_t b = 0; b < sp[i].nbufs; b++)
-				t->st_bytes += (uint64_t)sp[i].n * sp[i].local[b].block_size;
+				t->st_bytes += (uint64_t)sp[i].n * (sp[i].slices && sp[i].slices[b].tokens ?
+					sp[i].slices[b].tokens * sp[i].slices[b].len :
+					sp[i].local[b].block_size);
 		conn_kick(c);
 	}
 	return rc;
