@@ -4,11 +4,13 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "conn.h"
 #include "geom.h"
 #include "pool.h"
 #include "proto.h"
+#include "rdma_internal.h"
 
 static bool has_geom(const struct kvf_buf_geometry *g)
 {
@@ -76,6 +78,21 @@ bool kvf_geom_map_check(const struct kvf_pool *p, const struct kvf_peer_pool *pp
 	rc = pair(p, pp, idx, we_send, pairs, why, wlen);
 	free(pairs);
 	return rc == 0;
+}
+
+bool kvf_geom_map_check_conn(const struct kvf_conn *c, const struct kvf_peer_pool *pp,
+			     char *why, size_t wlen)
+{
+	for (uint32_t i = 0; i < pp->nregions; i++) {
+		for (uint32_t id = 0; id < KVF_MAX_REGIONS; id++) {
+			const struct kvf_pool *p = c->t->regions[id];
+
+			if (p && strcmp(p->name, pp->regions[i].name) == 0 &&
+			    !kvf_geom_map_check(p, pp, i, !c->active, why, wlen))
+				return false;
+		}
+	}
+	return true;
 }
 
 static void map_free(struct kvf_geom_map *m)

@@ -32,6 +32,11 @@ struct kvf_geom_map {
 bool kvf_geom_map_check(const struct kvf_pool *p, const struct kvf_peer_pool *pp, uint32_t idx,
 			bool we_send, char *why, size_t wlen);
 
+/* Every region both sides of c have by one name (ours against the peer's
+ * HELLO pp): false with why for the first that cannot be combined. */
+bool kvf_geom_map_check_conn(const struct kvf_conn *c, const struct kvf_peer_pool *pp,
+			     char *why, size_t wlen);
+
 /* Sender: the map of region p to the peer's idx on connection c, made on
  * first use and kept until p is registered anew or c goes. Returns 0 and
  * *out, -EPROTO (why says) or -ENOMEM. */

@@ -297,19 +297,11 @@ static void check_shapes(struct kvf_conn *c)
 	if (!pp)
 		return;
 	c->shapes_checked = true;
-	for (uint32_t i = 0; i < pp->nregions; i++) {
-		for (uint32_t id = 0; id < KVF_MAX_REGIONS; id++) {
-			const struct kvf_pool *p = c->t->regions[id];
-
-			if (!p || strcmp(p->name, pp->regions[i].name) != 0 ||
-			    kvf_geom_map_check(p, pp, i, !c->active, why, sizeof(why)))
-				continue;
-			kvf_err("rdma", "connection %u (%s): region layouts differ: %s; tearing it "
-				"down", c->id, c->peer, why);
-			request_teardown(c, KVF_FAIL_CONNECT, why);
-			return;
-		}
-	}
+	if (kvf_geom_map_check_conn(c, pp, why, sizeof(why)))
+		return;
+	kvf_err("rdma", "connection %u (%s): region layouts differ: %s; tearing it down", c->id,
+		c->peer, why);
+	request_teardown(c, KVF_FAIL_CONNECT, why);
 }
 
 /* ============================================================= writes */
