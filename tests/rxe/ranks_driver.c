@@ -14,13 +14,21 @@
  *     [--heads H (8)] [--tp T (1)] [--rank R (0)] [--layers A:B (0:2)]
  *     [--page-tokens P (16)] [--head-bytes HB (128)] [--rooms N (8)]
  *     [--pages K (4) per room] [--window W (rooms)] [--first-id ID (0x9000)]
- *     [--src TP:RANK:A:B]... [--no-geometry] [--expect-fail] [--serve S]
- *     [--timeout S (120)] [--ready-file PATH] [--linger S]
+ *     [--src TP:RANK:A:B]... [--no-geometry] [--expect-fail] [--check-at-end]
+ *     [--serve S]
+ *     [--timeout S (120)] [--ready-file PATH] [--linger S] [--peer HOST:PORT]
  *
  * --src (decode): a sender rank feeding this decode (its TP size, rank and
  * layers), repeatable: a byte of ours is expected from the global tensor
  * when some sender holds its layer and head, and untouched (0xdd)
  * otherwise. Without --src: the prefill is TP 1 with our layers.
+ * --peer (decode): the prefill to ask (default: the config's rdma.peer).
+ * Room ids are --first-id + i on both sides; a fan-out or fan-in scenario
+ * runs one driver per rank with its --tp/--rank/--layers and, on a decode,
+ * one --src per sender rank.
+ * --check-at-end (decode): check every room's bytes after the last one
+ * landed, outside the timed part (every room its own pages: a bandwidth
+ * figure not slowed by the checking).
  * --no-geometry: register the region without geometry (whole items by
  * position: the reference for the same bytes whole-block).
  * --expect-fail: every room must fail (a geometry the peer cannot take);
@@ -51,13 +59,13 @@ struct src_rank {
 };
 
 struct opts {
-	const char *role, *config, *ready_file;
+	const char *role, *config, *ready_file, *peer;
 	const char *sets[MAX_SETS];
 	size_t nsets;
 	uint32_t heads, tp, rank, l0, l1, ptok, hb, rooms, pages, window, nsrc;
 	struct src_rank src[MAX_SRC];
 	uint64_t first_id;
-	bool no_geom, expect_fail;
+	bool no_geom, expect_fail, check_at_end;
 	double serve, timeout_s, linger;
 };
 
@@ -82,8 +90,9 @@ static void usage(void)
 	fprintf(stderr, "usage: ranks_driver --role prefill|decode [--config F] [--set K=V]...\n"
 		"  [--heads H] [--tp T] [--rank R] [--layers A:B] [--page-tokens P]\n"
 		"  [--head-bytes HB] [--rooms N] [--pages K] [--window W] [--first-id ID]\n"
-		"  [--src TP:RANK:A:B]... [--no-geometry] [--expect-fail] [--serve S]\n"
-		"  [--timeout S] [--ready-file PATH] [--linger S]\n");
+		"  [--src TP:RANK:A:B]... [--no-geometry] [--expect-fail] [--check-at-end]\n"
+		"  [--serve S]\n"
+		"  [--timeout S] [--ready-file PATH] [--linger S] [--peer HOST:PORT]\n");
 	exit(1);
 }
 
@@ -93,6 +102,8 @@ static bool opt_flag(const char *a)
 		o.no_geom = true;
 	else if (!strcmp(a, "--expect-fail"))
 		o.expect_fail = true;
+	else if (!strcmp(a, "--check-at-end"))
+		o.check_at_end = true;
 	else
 		return false;
 	return true;
@@ -107,6 +118,7 @@ static void opt_value(const char *a, const char *v)
 			usage();
 	}
 	else if (!strcmp(a, "--role")) o.role = v;
+	else if (!strcmp(a, "--peer")) o.peer = v;
 	else if (!strcmp(a, "--config")) o.config = v;
 	else if (!strcmp(a, "--set") && o.nsets < MAX_SETS) o.sets[o.nsets++] = v;
 	else if (!strcmp(a, "--heads")) o.heads = (uint32_t)strtoul(v, NULL, 0);
@@ -144,7 +156,7 @@ static void parse(int argc, char **argv)
 	    o.heads % o.tp || o.rank >= o.tp || o.l1 <= o.l0 || !o.ptok || !o.hb || !o.pages ||
 	    o.pages > 4096 || !o.rooms)
 		usage();
-	if (!o.window || o.window > o.rooms)
+	if (!o.window || o.window > o.rooms || o.check_at_end)
 		o.window = o.rooms;
 	if (!o.nsrc)
 		o.src[o.nsrc++] = (struct src_rank){1, 0, o.l0, o.l1};
@@ -171,6 +183,11 @@ static uint64_t page_do(uint32_t l, uint32_t kind, uint32_t pg, uint32_t tpg, in
 {
 	uint8_t *p = bufs[(l - o.l0) * 2 + kind] + (size_t)pg * page_bytes;
 	uint64_t bad = 0;
+
+	if (what == 1) {
+		memset(p, UNTOUCHED, page_bytes);
+		return 0;
+	}
 
 	for (uint32_t t = 0; t < o.ptok; t++)
 		for (uint32_t j = 0; j < my_heads(); j++) {
@@ -256,7 +273,7 @@ static int create_room(struct run *r, bool prefill)
 	if (prefill)
 		return kvf_sender_create(r->eng, o.first_id + i, &r->h[i]);
 	room_pages(i, 1, NULL);
-	rc = kvf_receiver_create(r->eng, o.first_id + i, NULL, &r->h[i]);
+	rc = kvf_receiver_create(r->eng, o.first_id + i, o.peer, &r->h[i]);
 	for (uint32_t j = 0; !rc && j < o.pages; j++)
 		blocks[j] = kvt_dst_block(i, j, o.pages, pool);
 	if (!rc) {
@@ -273,7 +290,7 @@ static int create_room(struct run *r, bool prefill)
 static void terminal(struct run *r, uint32_t i, int st, bool prefill)
 {
 	if (st == KVF_SUCCESS) {
-		uint64_t bad = prefill ? 0 : room_pages(i, 2, &r->landed);
+		uint64_t bad = prefill || o.check_at_end ? 0 : room_pages(i, 2, &r->landed);
 
 		r->bad += bad;
 		r->ok++;
@@ -413,6 +430,8 @@ int main(int argc, char **argv)
 	t0 = kvt_mono();
 	ret = run_rooms(&r, prefill, t0);
 	secs = kvt_mono() - t0;
+	for (uint32_t i = 0; !prefill && o.check_at_end && i < r.next; i++)
+		r.bad += room_pages(i, 2, &r.landed);
 	printf("driver: role=%s rooms=%u ok=%u failed=%u bad_bytes=%" PRIu64 " released=%u "
 	       "bytes=%" PRIu64 " seconds=%.3f gbit=%.4f\n", o.role, o.rooms, r.ok, r.failed, r.bad,
 	       r.released, r.landed, secs, (double)r.landed * 8 / secs / 1e9);

@@ -109,10 +109,11 @@ mismatch)
 	;;
 bench)
 	METRICS_PORT=19761
-	big=(--rooms "$rooms" --pages 4 --window 8 --page-tokens 16 --head-bytes 128 --layers 0:4)
-	pair sliced "${big[@]}" --tp 1 --linger 3 -- "${big[@]}" --tp 2 --rank 1 --src 1:0:0:4
+	# every room its own pages (window = rooms), checked after the timed part
+	big=(--rooms "$rooms" --pages 4 --window "$rooms" --page-tokens 16 --head-bytes 128 --layers 0:4)
+	pair sliced "${big[@]}" --tp 1 --linger 3 -- "${big[@]}" --tp 2 --rank 1 --src 1:0:0:4 --check-at-end
 	wrs_s=$WRS
-	pair whole "${big[@]}" --tp 2 --rank 1 --linger 3 -- "${big[@]}" --tp 2 --rank 1 --src 2:1:0:4
+	pair whole "${big[@]}" --tp 2 --rank 1 --linger 3 -- "${big[@]}" --tp 2 --rank 1 --src 2:1:0:4 --check-at-end
 	wrs_w=$WRS
 	pages=$((rooms * 4 * 8)) # rooms x pages x (4 layers x K, V)
 	gs=$(summary "$W/sliced.d.out" gbit) gw=$(summary "$W/whole.d.out" gbit)
