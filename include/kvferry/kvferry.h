@@ -373,9 +373,11 @@ KVF_API int kvf_room_list(const kvf_engine *eng, kvf_room *out, uint32_t max);
  * an item = one page), the aux/metadata buffers another (an item = one
  * request's row), a hybrid model's state buffers a third. Regions are
  * matched with the peer's by name: both sides' regions of one name must have
- * the same nbufs and the same item size per buffer (checked when the
- * connection comes up; a mismatch tears it down with a reason naming the
- * region and the field, on both sides). nitems may differ.
+ * the same nbufs and the same item size per buffer, or, when both give a
+ * geometry (struct kvf_buf_geometry below), buffers that pair by layer
+ * (checked when the connection comes up; a mismatch tears it down with a
+ * reason naming the region, the buffer and the field, on both sides).
+ * nitems may differ.
  */
 /*
  * A buffer's geometry (optional): what lets ranks of different tensor

@@ -35,7 +35,7 @@ metric() {
 # pair NAME PREFILL-ARGS... -- DECODE-ARGS... : one prefill, one decode;
 # both must exit 0. Outputs in $W/NAME.{p,d}.{out,log}.
 pair() {
-	local name=$1 pargs=() dargs=() ppid drc prc
+	local name=$1 pargs=() dargs=() ppid dpid drc prc
 	shift
 	while [ $# -gt 0 ] && [ "$1" != -- ]; do pargs+=("$1"); shift; done
 	shift
@@ -52,9 +52,16 @@ pair() {
 	CHILDREN+=("$ppid")
 	wait_file "$W/$name.ready" 60 || { show "$W/$name.p.out" "$W/$name.p.log"; fail "$name: prefill not ready"; }
 	timeout -k 5 200 "$RANKS" --role decode --config "$W/$name.d.conf" "${dargs[@]}" \
-		> "$W/$name.d.out" 2> "$W/$name.d.log"
+		> "$W/$name.d.out" 2> "$W/$name.d.log" &
+	dpid=$!
+	CHILDREN+=("$dpid")
+	# the prefill's count, read while it lingers after its last room
+	if [ -n "${METRICS_PORT:-}" ]; then
+		wait_lines "$W/$name.p.out" '^driver: role=prefill rooms=' 1 190 &&
+			sleep 1 && WRS=$(metric "$METRICS_PORT" kvferry_work_requests_posted_total)
+	fi
+	wait "$dpid"
 	drc=$?
-	[ -n "${METRICS_PORT:-}" ] && WRS=$(metric "$METRICS_PORT" kvferry_work_requests_posted_total)
 	wait "$ppid"
 	prc=$?
 	note "$name: decode: $(grep '^driver: role=decode rooms' "$W/$name.d.out")"
@@ -111,9 +118,9 @@ bench)
 	METRICS_PORT=19761
 	# every room its own pages (window = rooms), checked after the timed part
 	big=(--rooms "$rooms" --pages 4 --window "$rooms" --page-tokens 16 --head-bytes 128 --layers 0:4)
-	pair sliced "${big[@]}" --tp 1 --linger 3 -- "${big[@]}" --tp 2 --rank 1 --src 1:0:0:4 --check-at-end
+	pair sliced "${big[@]}" --tp 1 --linger 8 -- "${big[@]}" --tp 2 --rank 1 --src 1:0:0:4 --check-at-end
 	wrs_s=$WRS
-	pair whole "${big[@]}" --tp 2 --rank 1 --linger 3 -- "${big[@]}" --tp 2 --rank 1 --src 2:1:0:4 --check-at-end
+	pair whole "${big[@]}" --tp 2 --rank 1 --linger 8 -- "${big[@]}" --tp 2 --rank 1 --src 2:1:0:4 --check-at-end
 	wrs_w=$WRS
 	pages=$((rooms * 4 * 8)) # rooms x pages x (4 layers x K, V)
 	gs=$(summary "$W/sliced.d.out" gbit) gw=$(summary "$W/whole.d.out" gbit)
