@@ -12,7 +12,9 @@
 #   bench     a figure: the same receiver bytes head-sliced (TP1 -> TP2
 #             rank 1) and whole-block (TP2 rank 1 -> TP2 rank 1), same link,
 #             same run: Gb/s and RDMA WRITEs per page (the prefill's
-#             kvferry_work_requests_posted_total over pages x buffers)
+#             kvferry_work_requests_posted_total over pages x buffers); and
+#             the same without geometry, which must post exactly the WRs of
+#             equal geometry (the whole-block path, unchanged)
 #   ranks.sh BUILD DEV0 ADDR0 DEV1 ADDR1 slice|pipeline|mismatch|bench [ROOMS]
 . "$(dirname "$0")/common.sh"
 mode=${1:?slice|pipeline|mismatch|bench}
@@ -122,13 +124,19 @@ bench)
 	wrs_s=$WRS
 	pair whole "${big[@]}" --tp 2 --rank 1 --linger 8 -- "${big[@]}" --tp 2 --rank 1 --src 2:1:0:4 --check-at-end
 	wrs_w=$WRS
+	pair nogeom "${big[@]}" --tp 2 --rank 1 --no-geometry --linger 8 -- "${big[@]}" --tp 2 --rank 1 \
+		--no-geometry --src 2:1:0:4 --check-at-end
+	wrs_n=$WRS
 	pages=$((rooms * 4 * 8)) # rooms x pages x (4 layers x K, V)
 	gs=$(summary "$W/sliced.d.out" gbit) gw=$(summary "$W/whole.d.out" gbit)
-	[ -n "$wrs_s" ] && [ -n "$wrs_w" ] || fail "no work request count from /metrics"
+	gn=$(summary "$W/nogeom.d.out" gbit)
+	[ -n "$wrs_s" ] && [ -n "$wrs_w" ] && [ -n "$wrs_n" ] || fail "no work request count from /metrics"
 	note "head-sliced (TP1 -> TP2 rank 1): $gs Gb/s, $(awk -v a="$wrs_s" -v b=$pages 'BEGIN { printf "%.2f", a / b }') WRs per page ($wrs_s for $pages pages)"
 	note "whole-block (TP2 rank 1 -> TP2 rank 1, same bytes): $gw Gb/s, $(awk -v a="$wrs_w" -v b=$pages 'BEGIN { printf "%.2f", a / b }') WRs per page ($wrs_w for $pages pages)"
+	note "no geometry (the same buffers by position): $gn Gb/s, $(awk -v a="$wrs_n" -v b=$pages 'BEGIN { printf "%.2f", a / b }') WRs per page"
 	[ "$(summary "$W/sliced.d.out" bytes)" = "$(summary "$W/whole.d.out" bytes)" ] ||
 		fail "the two layouts did not move the same bytes"
+	[ "$wrs_w" = "$wrs_n" ] || fail "equal geometry posted $wrs_w WRs, no geometry $wrs_n: not the same path"
 	pass "sliced $gs Gb/s vs whole-block $gw Gb/s on the same link, same run"
 	;;
 *) fail "unknown mode $mode" ;;
