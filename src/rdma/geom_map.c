@@ -131,6 +131,25 @@ static int map_make(const struct kvf_pool *p, const struct kvf_peer_pool *pp, ui
 	return 0;
 }
 
+/* The biggest room there can be must still fit the queue of waiting
+ * writes alone (conn.c sets the bound for whole items): a sliced page
+ * takes up to page_tokens WRs. The bound only caps growth, so raising it
+ * costs nothing until a backlog is there. */
+static void room_for_slices(struct kvf_conn *c, const struct kvf_geom_map *m, uint32_t nbufs)
+{
+	uint32_t most = 1;
+	size_t need;
+
+	for (uint32_t b = 0; b < nbufs; b++) {
+		uint32_t w = kvf_slice_wrs_per_page(&m->slices[b], c->sq.max_sge);
+
+		most = w > most ? w : most;
+	}
+	need = (size_t)KVF_HELLO_MAX_BUFS * c->t->cfg.max_blocks_per_room * most + 1;
+	if (c->sq.pend_max < need)
+		c->sq.pend_max = need;
+}
+
 int kvf_geom_map_get(struct kvf_conn *c, const struct kvf_pool *p,
 		     const struct kvf_peer_pool *pp, uint32_t idx,
 		     const struct kvf_geom_map **out, char *why, size_t wlen)
@@ -157,6 +176,8 @@ int kvf_geom_map_get(struct kvf_conn *c, const struct kvf_pool *p,
 		map_free(m);
 		return rc;
 	}
+	if (m->slices)
+		room_for_slices(c, m, p->nbufs);
 	c->gmap[p->id] = m;
 	*out = m;
 	return 0;

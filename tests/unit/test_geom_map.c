@@ -9,6 +9,7 @@
 #include "rdma/conn.h"
 #include "rdma/geom_map.h"
 #include "rdma/pool.h"
+#include "rdma/rdma_internal.h"
 
 /* Our region "kv": n buffers of geometry g (NULL: none), items of size[b]. */
 static struct kvf_pool *pool(uint32_t n, const struct kvf_buf_geometry *g, const uint64_t *size)
@@ -54,6 +55,21 @@ static struct kvf_peer_pool *peer(uint32_t n, const struct kvf_buf_geometry *g,
 	return pp;
 }
 
+static struct kvf_rdma rt = {.cfg = {.max_blocks_per_room = 16}};
+
+/* A connection as the scheduler holds it: its transport, its send queue's
+ * SGE limit and bound on waiting writes. */
+static struct kvf_conn *conn(void)
+{
+	struct kvf_conn *c = calloc(1, sizeof(*c));
+
+	cr_assert(c);
+	c->t = &rt;
+	c->sq.max_sge = 4;
+	c->sq.pend_max = 100;
+	return c;
+}
+
 static void pool_free(struct kvf_pool *p)
 {
 	free(p->geom);
@@ -75,12 +91,13 @@ Test(geom_map, equal_geometry_pairs_by_layer_and_keeps_whole_items)
 	uint64_t sz[8] = {16384, 16384, 16384, 16384, 16384, 16384, 16384, 16384};
 	struct kvf_pool *p = pool(4, ours, sz);
 	struct kvf_peer_pool *pp = peer(8, theirs, sz);
-	struct kvf_conn *c = calloc(1, sizeof(*c));
+	struct kvf_conn *c = conn();
 	const struct kvf_geom_map *m, *again;
 	char why[200] = "";
 
 	cr_assert_eq(kvf_geom_map_get(c, p, pp, 0, &m, why, sizeof(why)), 0, "%s", why);
 	cr_expect_null(m->slices, "equal geometry: the whole-block path");
+	cr_expect_eq(c->sq.pend_max, 100, "whole items: conn.c's bound stands");
 	cr_expect_eq(m->remote[0].key, 107, "layer 2 K is their buffer 7");
 	cr_expect_eq(m->remote[1].key, 106);
 	cr_expect_eq(m->remote[2].key, 105);
@@ -101,7 +118,7 @@ Test(geom_map, no_geometry_is_by_position)
 	uint64_t sz[2] = {4096, 64};
 	struct kvf_pool *p = pool(2, NULL, sz);
 	struct kvf_peer_pool *pp = peer(2, NULL, sz);
-	struct kvf_conn *c = calloc(1, sizeof(*c));
+	struct kvf_conn *c = conn();
 	const struct kvf_geom_map *m;
 	char why[200] = "";
 
@@ -121,7 +138,7 @@ Test(geom_map, tp1_into_tp2_rank1_is_sliced)
 	uint64_t s8[1] = {16 * 8 * 128}, s4[1] = {16 * 4 * 128};
 	struct kvf_pool *p = pool(1, ours, s8);
 	struct kvf_peer_pool *pp = peer(1, theirs, s4);
-	struct kvf_conn *c = calloc(1, sizeof(*c));
+	struct kvf_conn *c = conn();
 	const struct kvf_geom_map *m;
 	char why[200] = "";
 
@@ -132,6 +149,8 @@ Test(geom_map, tp1_into_tp2_rank1_is_sliced)
 	cr_expect_eq(m->slices[0].dst_off, 0);
 	cr_expect_eq(m->slices[0].len, 4 * 128);
 	cr_expect_eq(m->remote[0].block_size, s4[0], "the partner's own item size");
+	cr_expect_eq(c->sq.pend_max, (size_t)1024 * 16 * 4 + 1,
+		     "the biggest room still fits: 4 WRs a sliced page");
 	kvf_geom_map_free_all(c);
 	free(c);
 	free(pp);

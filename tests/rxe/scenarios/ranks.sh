@@ -37,7 +37,7 @@ metric() {
 # pair NAME PREFILL-ARGS... -- DECODE-ARGS... : one prefill, one decode;
 # both must exit 0. Outputs in $W/NAME.{p,d}.{out,log}.
 pair() {
-	local name=$1 pargs=() dargs=() ppid dpid drc prc
+	local name=$1 pargs=() dargs=() ppid dpid drc prc mport i
 	shift
 	while [ $# -gt 0 ] && [ "$1" != -- ]; do pargs+=("$1"); shift; done
 	shift
@@ -45,8 +45,10 @@ pair() {
 	port=$((port + 10))
 	engine_conf "$W/$name.p.conf" "prefill-$name" prefill $port
 	engine_conf "$W/$name.d.conf" "decode-$name" decode $port
+	# a port of its own per pair: the last prefill's may not be free yet
+	mport=$((port + 1000))
 	[ -n "${METRICS_PORT:-}" ] &&
-		echo "metrics: { listen_port = $METRICS_PORT; interval_ms = 100; };" >> "$W/$name.p.conf"
+		echo "metrics: { listen_port = $mport; interval_ms = 100; };" >> "$W/$name.p.conf"
 	rm -f "$W/$name.ready"
 	timeout -k 5 200 "$RANKS" --role prefill --config "$W/$name.p.conf" --ready-file "$W/$name.ready" \
 		"${pargs[@]}" > "$W/$name.p.out" 2> "$W/$name.p.log" &
@@ -59,8 +61,12 @@ pair() {
 	CHILDREN+=("$dpid")
 	# the prefill's count, read while it lingers after its last room
 	if [ -n "${METRICS_PORT:-}" ]; then
-		wait_lines "$W/$name.p.out" '^driver: role=prefill rooms=' 1 190 &&
-			sleep 1 && WRS=$(metric "$METRICS_PORT" kvferry_work_requests_posted_total)
+		WRS=
+		wait_lines "$W/$name.p.out" '^driver: role=prefill rooms=' 1 190
+		for ((i = 0; i < 5 && ${#WRS} == 0; i++)); do
+			sleep 1
+			WRS=$(metric "$mport" kvferry_work_requests_posted_total 2> /dev/null)
+		done
 	fi
 	wait "$dpid"
 	drc=$?
