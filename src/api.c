@@ -28,7 +28,7 @@ int kvf_region_register(kvf_engine *eng, const struct kvf_region_desc *desc, uin
 		return rc;
 	if (eng->ops && eng->ops->region_register) {
 		struct kvf_region_layout l = { id, desc->name, desc->nbufs, desc->nitems, desc->bufs,
-					       desc->item_size };
+					       desc->item_size, kvf_region_desc_geom(desc) };
 
 		rc = eng->ops->region_register(eng->t, &l);
 		if (rc)

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -28,10 +29,69 @@ static int check_bufs(const struct kvf_region_desc *d, const char *name)
 	return 0;
 }
 
+static bool geom_none(const struct kvf_buf_geometry *g)
+{
+	return !g->page_tokens && !g->heads && !g->head0 && !g->head_bytes && !g->layer &&
+	       !g->kind;
+}
+
+/* Buffer i's geometry, given (not all zero): its fields against its item
+ * size, and its (layer, kind) not taken by an earlier buffer. */
+static const char *geom_bad(const struct kvf_region_desc *d, uint32_t i)
+{
+	const struct kvf_buf_geometry *g = &d->geom[i];
+
+	if (!g->page_tokens || !g->heads || !g->head_bytes)
+		return !g->page_tokens ? "geometry page_tokens 0" : !g->heads ?
+		       "geometry heads 0" : "geometry head_bytes 0";
+	if (g->head0 > UINT32_MAX - g->heads)
+		return "geometry head0 + heads passes 2^32";
+	if ((uint64_t)g->page_tokens * g->heads * g->head_bytes != d->item_size[i])
+		return "geometry page_tokens x heads x head_bytes is not the item size";
+	for (uint32_t j = 0; j < i; j++)
+		if (d->geom[j].layer == g->layer && d->geom[j].kind == g->kind)
+			return "geometry (layer, kind) given to an earlier buffer too";
+	return NULL;
+}
+
+const struct kvf_buf_geometry *kvf_region_desc_geom(const struct kvf_region_desc *d)
+{
+	if (d->size < offsetof(struct kvf_region_desc, geom) + sizeof(d->geom) || !d->geom ||
+	    geom_none(&d->geom[0]))
+		return NULL;
+	return d->geom;
+}
+
+/* Geometry for every buffer or for none (all zero = none). */
+static int check_geom(const struct kvf_region_desc *d)
+{
+	bool first_none;
+
+	if (d->size < offsetof(struct kvf_region_desc, geom) + sizeof(d->geom) || !d->geom)
+		return 0;
+	first_none = geom_none(&d->geom[0]);
+	for (uint32_t i = 0; i < d->nbufs; i++) {
+		const char *bad = geom_none(&d->geom[i]) != first_none ?
+				  "geometry given for some buffers and not others" :
+				  first_none ? NULL : geom_bad(d, i);
+
+		if (bad) {
+			const struct kvf_buf_geometry *g = &d->geom[i];
+
+			kvf_err("region", "region '%s': buffer %" PRIu32 " (layer %" PRIu32 " kind %"
+				PRIu32 ", item size %" PRIu64 "): %s", d->name, i, g->layer, g->kind,
+				d->item_size[i], bad);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
 int kvf_regions_check(const struct kvf_regions *rs, const struct kvf_region_desc *d,
 		      uint32_t *id)
 {
 	size_t len;
+	int rc;
 
 	if (!d || d->size < offsetof(struct kvf_region_desc, item_size) + sizeof(d->item_size) ||
 	    !d->name) {
@@ -65,7 +125,8 @@ int kvf_regions_check(const struct kvf_regions *rs, const struct kvf_region_desc
 			KVF_MAX_REGIONS);
 		return -ENOSPC;
 	}
-	return check_bufs(d, d->name);
+	rc = check_bufs(d, d->name);
+	return rc ? rc : check_geom(d);
 }
 
 void kvf_regions_add(struct kvf_regions *rs, uint32_t id, const struct kvf_region_desc *d)

@@ -32,6 +32,9 @@ struct kvf_regions {
  * *id gets the free id it would take. */
 int kvf_regions_check(const struct kvf_regions *rs, const struct kvf_region_desc *desc,
 		      uint32_t *id);
+/* desc's geometry list when it has one (its .size covers the field, the
+ * list is given and not all zero), else NULL. */
+const struct kvf_buf_geometry *kvf_region_desc_geom(const struct kvf_region_desc *desc);
 /* Take id for desc (checked). */
 void kvf_regions_add(struct kvf_regions *rs, uint32_t id, const struct kvf_region_desc *desc);
 /* Give id back: -EINVAL no such region, -EBUSY rooms use it. */

@@ -26,6 +26,7 @@ struct kvf_region_layout {
 	uint32_t nitems;
 	void *const *bufs;          /* nbufs base addresses */
 	const uint64_t *item_size;  /* nbufs item sizes */
+	const struct kvf_buf_geometry *geom; /* nbufs, or NULL: none (checked, kvf_regions_check) */
 };
 
 /* A receiver's ROOM_INFO as the engine hands it over: its lists name our

@@ -379,10 +379,40 @@ KVF_API int kvf_room_list(const kvf_engine *eng, kvf_room *out, uint32_t max);
  * an item = one page), the aux/metadata buffers another (an item = one
  * request's row), a hybrid model's state buffers a third. Regions are
  * matched with the peer's by name: both sides' regions of one name must have
- * the same nbufs and the same item size per buffer (checked when the
- * connection comes up; a mismatch tears it down with a reason naming the
- * region and the field, on both sides). nitems may differ.
+ * the same nbufs and the same item size per buffer, or, when both give a
+ * geometry (struct kvf_buf_geometry below), buffers that pair by layer
+ * (checked when the connection comes up; a mismatch tears it down with a
+ * reason naming the region, the buffer and the field, on both sides).
+ * nitems may differ.
  */
+/*
+ * A buffer's geometry (optional): what lets ranks of different tensor
+ * parallelism or pipeline stages exchange KV cache. An item (page) of the
+ * buffer is page_tokens tokens x heads heads x head_bytes bytes, token
+ * major: token t's heads are bytes [t x heads x head_bytes, ...), head
+ * head0 + j of the model at j x head_bytes in it. With geometry, the
+ * sender's buffers pair with the receiver's by (layer, kind), not by
+ * position, and the sender writes, for every token of every page, the heads
+ * that both sides hold (head slicing); the receiver may hold layers the
+ * sender does not (a pipeline stage sends its own layers only). Both sides'
+ * buffers that pair must have the same page_tokens and head_bytes and
+ * overlapping head ranges, and every sender buffer must have a partner:
+ * otherwise the connection fails with a reason naming the region, the
+ * buffer and the field, on both sides. Equal geometry (same head range)
+ * copies whole items, as without geometry. All zero = no geometry: buffers
+ * pair by position, items are copied whole. A region gives geometry for
+ * all its buffers or for none. docs/design.md, "Ranks and geometry".
+ */
+struct kvf_buf_geometry {
+	uint32_t page_tokens; /* tokens per item; item_size = page_tokens x heads x head_bytes */
+	uint32_t heads;       /* heads this rank holds in the buffer, >= 1 */
+	uint32_t head0;       /* the model's index of its first head */
+	uint32_t head_bytes;  /* bytes of one head of one token (head_dim x dtype size) */
+	uint32_t layer;       /* the model's (global) layer id */
+	uint32_t kind;        /* which tensor of the layer: 0 = K, 1 = V (any number:
+	                         (layer, kind) names a buffer, once per region) */
+};
+
 #define KVF_REGION_NAME_MAX 31 /* bytes without the NUL */
 #define KVF_MAX_REGIONS 16     /* registered at once, per engine */
 struct kvf_region_desc {
@@ -393,6 +423,8 @@ struct kvf_region_desc {
 	uint32_t flags;            /* 0 */
 	void *const *bufs;         /* nbufs base addresses, host or CUDA */
 	const uint64_t *item_size; /* nbufs item sizes in bytes, each 1..2^30 */
+	/* Appended later (read only when .size covers it): */
+	const struct kvf_buf_geometry *geom; /* nbufs geometries, or NULL: none */
 };
 #define KVF_REGION_DESC_INIT { .size = sizeof(struct kvf_region_desc) }
 

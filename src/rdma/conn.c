@@ -12,6 +12,7 @@
 #include <kvferry/kvferry.h>
 
 #include "clock.h"
+#include "geom_map.h"
 #include "hash.h"
 #include "log.h"
 #include "sched.h"
@@ -56,6 +57,7 @@ static void conn_free(struct kvf_conn *c)
 	for (uint32_t i = 1; c->members && i < c->members->n; i++)
 		kvf_conn_put(c->members->qp[i]);
 	free(c->members);
+	kvf_geom_map_free_all(c);
 	free(atomic_load(&c->peer_pool));
 	free(c->rx_buf);
 	free(c->tx_buf);

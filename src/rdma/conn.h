@@ -77,7 +77,11 @@ const char *kvf_conn_state_str(int s);
 /* What the peer's HELLO told us: its regions; written once by the poller
  * before any ROOM_INFO of that peer is pushed, so the ring orders it for
  * the reader, and never changed. */
+struct kvf_geom_map;
+
 struct kvf_peer_pool {
+	struct kvf_buf_geometry *geom; /* per buffer, like bufs (all zero: none);
+	                                  in the same allocation, after bufs */
 	uint32_t nregions;
 	struct kvf_hello_region regions[KVF_PROTO_MAX_REGIONS]; /* in HELLO order */
 	uint32_t first_buf[KVF_PROTO_MAX_REGIONS]; /* region i's buffers: bufs[first_buf[i]..] */
@@ -152,6 +156,8 @@ struct kvf_conn {
 	struct kvf_frameq fq;          /* control frames waiting, heartbeat owed */
 	bool hello_sent;
 	bool shapes_checked;           /* the peer's regions matched against ours */
+	struct kvf_geom_map *gmap[KVF_MAX_REGIONS]; /* by our region id: where its
+	                                  writes go (geom_map.c), made on first use */
 	uint64_t hello_seq;            /* kvf_rdma.region_seq when our HELLO went:
 	                                  the regions the peer knows */
 	uint64_t last_hb_ns;

@@ -16,6 +16,7 @@
 
 #include "clock.h"
 #include "conn.h"
+#include "geom_map.h"
 #include "log.h"
 #include "pool.h"
 #include "proto.h"
@@ -89,7 +90,9 @@ static int send_hello(struct kvf_conn *c)
 			hb[nb++] = (struct kvf_hello_buf){.addr = p->bufs[b].addr,
 							  .item_size = p->bufs[b].block_size,
 							  .rkey = p->bufs[b].mr ?
-								  p->bufs[b].mr->rkey : 0};
+								  p->bufs[b].mr->rkey : 0,
+							  .geom = p->geom ? p->geom[b] :
+								  (struct kvf_buf_geometry){0}};
 	}
 	len = kvf_proto_encode_hello(buf, c->peer_frame_max < t->frame_max ?
 					  c->peer_frame_max : t->frame_max,
@@ -279,24 +282,10 @@ static const struct kvf_hello_region *peer_region(const struct kvf_peer_pool *pp
 	return NULL;
 }
 
-/* kvf_proto_same_shape on our region and the peer's idx. */
-static bool shape_ok(const struct kvf_pool *p, const struct kvf_peer_pool *pp, uint32_t idx,
-		     char *why, size_t wlen)
-{
-	const struct kvf_sq_buf *pb = pp->bufs + pp->first_buf[idx];
-	uint64_t ours[KVF_HELLO_MAX_BUFS], theirs[KVF_HELLO_MAX_BUFS];
-	uint32_t nt = pp->regions[idx].nbufs;
-
-	for (uint32_t b = 0; b < p->nbufs; b++)
-		ours[b] = p->bufs[b].block_size;
-	for (uint32_t b = 0; b < nt; b++)
-		theirs[b] = pb[b].block_size;
-	return kvf_proto_same_shape(p->name, ours, p->nbufs, theirs, nt, why, wlen);
-}
-
 /* Once the peer's HELLO is in: every region both sides have by one name
- * must have one shape, or the connection goes (both sides check, so both
- * say which region and which field). */
+ * must have one shape, or pair by geometry (geom_map.c), or the connection
+ * goes (both sides check, so both say which region, buffer and field). The
+ * passive side (prefill) is the sender. */
 static void check_shapes(struct kvf_conn *c)
 {
 	const struct kvf_peer_pool *pp;
@@ -310,31 +299,25 @@ static void check_shapes(struct kvf_conn *c)
 	if (!pp)
 		return;
 	c->shapes_checked = true;
-	for (uint32_t i = 0; i < pp->nregions; i++) {
-		for (uint32_t id = 0; id < KVF_MAX_REGIONS; id++) {
-			const struct kvf_pool *p = c->t->regions[id];
-
-			if (!p || strcmp(p->name, pp->regions[i].name) != 0 ||
-			    shape_ok(p, pp, i, why, sizeof(why)))
-				continue;
-			kvf_err("rdma", "connection %u (%s): region layouts differ: %s; tearing it "
-				"down", c->id, c->peer, why);
-			request_teardown(c, KVF_FAIL_CONNECT, why);
-			return;
-		}
-	}
+	if (kvf_geom_map_check_conn(c, pp, why, sizeof(why)))
+		return;
+	kvf_err("rdma", "connection %u (%s): region layouts differ: %s; tearing it down", c->id,
+		c->peer, why);
+	request_teardown(c, KVF_FAIL_CONNECT, why);
 }
 
 /* ============================================================= writes */
 
 /* One part of a chunk against both sides' regions: the peer's of the same
- * name and shape, every item inside. Fills *sp. */
+ * name, its buffers paired with ours (geom_map.c), every item inside.
+ * Fills *sp. */
 static int check_part(struct kvf_rdma *t, struct kvf_conn *c, const struct kvf_peer_pool *pp,
 		      const struct kvf_xfer_part *x, struct kvf_sq_part *sp)
 {
 	const struct kvf_pool *p = x->region < KVF_MAX_REGIONS ? t->regions[x->region] : NULL;
 	const struct kvf_hello_region *r;
-	char why[160];
+	const struct kvf_geom_map *m;
+	char why[200];
 	uint32_t idx;
 
 	r = pp ? peer_region(pp, x->peer_region, &idx) : NULL;
@@ -345,14 +328,14 @@ static int check_part(struct kvf_rdma *t, struct kvf_conn *c, const struct kvf_p
 			"their names differ");
 		return -EPROTO;
 	}
-	if (!shape_ok(p, pp, idx, why, sizeof(why))) {
+	if (kvf_geom_map_get(c, p, pp, idx, &m, why, sizeof(why))) {
 		kvf_err("rdma", "connection %u: %s", c->id, why);
 		return -EPROTO;
 	}
 	for (uint32_t i = 0; i < x->n; i++)
 		if (x->src[i] >= p->nblocks || x->dst[i] >= r->nitems)
 			return -ERANGE;
-	*sp = (struct kvf_sq_part){.local = p->wr_bufs, .remote = pp->bufs + pp->first_buf[idx],
+	*sp = (struct kvf_sq_part){.local = p->wr_bufs, .remote = m->remote, .slices = m->slices,
 				   .nbufs = p->nbufs, .n = x->n, .src = x->src, .dst = x->dst};
 	return 0;
 }
@@ -488,7 +471,9 @@ static int op_post_chunk(void *tp, uint32_t conn, uint64_t wr_id, const struct k
 	if (rc >= 0) {
 		for (uint32_t i = 0; i < nparts; i++)
 			for (uint32_t b = 0; b < sp[i].nbufs; b++)
-				t->st_bytes += (uint64_t)sp[i].n * sp[i].local[b].block_size;
+				t->st_bytes += (uint64_t)sp[i].n * (sp[i].slices && sp[i].slices[b].tokens ?
+					sp[i].slices[b].tokens * sp[i].slices[b].len :
+					sp[i].local[b].block_size);
 		conn_kick(c);
 	}
 	return rc;

@@ -56,11 +56,12 @@ static void on_hello(struct kvf_conn *c, const struct kvf_frame *f)
 		kvf_warn("poller", "connection %u: second HELLO from %s ignored", c->id, c->peer);
 		return;
 	}
-	pp = calloc(1, sizeof(*pp) + f->hello.nbufs * sizeof(pp->bufs[0]));
+	pp = calloc(1, sizeof(*pp) + f->hello.nbufs * (sizeof(pp->bufs[0]) + sizeof(pp->geom[0])));
 	if (!pp) {
 		kvf_conn_teardown(c, KVF_FAIL_PEER_LOST, "no memory for the peer's region layout");
 		return;
 	}
+	pp->geom = (struct kvf_buf_geometry *)(pp->bufs + f->hello.nbufs);
 	pp->nregions = f->hello.nregions;
 	pp->nbufs = f->hello.nbufs;
 	for (uint32_t i = 0; i < pp->nregions; i++) {
@@ -72,6 +73,7 @@ static void on_hello(struct kvf_conn *c, const struct kvf_frame *f)
 			kvf_proto_hello_buf(f, i, b, &hb);
 			pp->bufs[at] = (struct kvf_sq_buf){.addr = hb.addr, .block_size = hb.item_size,
 							   .key = hb.rkey};
+			pp->geom[at] = hb.geom;
 		}
 	}
 	/* Release pairs with the load-acquire of peer_pool in ops.c (shape

@@ -90,6 +90,7 @@ static void pool_free(struct kvf_pool *p, uint32_t nreg)
 	while (nreg-- > 0)
 		unreg_buf(&p->bufs[nreg]);
 	free(p->wr_bufs);
+	free(p->geom);
 	free(p);
 }
 
@@ -143,7 +144,9 @@ int kvf_pool_create(struct ibv_pd *pd, const struct kvf_region_layout *layout, i
 	p->id = layout->id;
 	snprintf(p->name, sizeof(p->name), "%s", layout->name ? layout->name : "");
 	p->wr_bufs = calloc(p->nbufs, sizeof(*p->wr_bufs));
-	if (!p->wr_bufs) {
+	if (layout->geom && (p->geom = calloc(p->nbufs, sizeof(*p->geom))))
+		memcpy(p->geom, layout->geom, p->nbufs * sizeof(*p->geom));
+	if (!p->wr_bufs || (layout->geom && !p->geom)) {
 		pool_free(p, 0);
 		return -ENOMEM;
 	}

@@ -32,6 +32,7 @@ struct kvf_pool {
 	uint8_t stage;      /* enum kvf_pool_stage: how its buffers are sent */
 	struct kvf_sq_buf *wr_bufs; /* the buffers as the send queue builds WRs
 	                               from them (key: the lkey) */
+	struct kvf_buf_geometry *geom; /* per buffer, or NULL: none */
 	struct kvf_pool_buf bufs[];
 };
 

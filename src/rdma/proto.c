@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "event.h"
+#include "geom.h"
 
 /* ------------------------------------------------------ byte helpers */
 
@@ -144,6 +145,12 @@ int kvf_proto_encode_hello(void *buf, size_t cap, const char *engine_id,
 			put64(p + 8, bufs[at].item_size);
 			put32(p + 16, bufs[at].rkey);
 			put32(p + 20, 0);
+			put32(p + 24, bufs[at].geom.page_tokens);
+			put32(p + 28, bufs[at].geom.heads);
+			put32(p + 32, bufs[at].geom.head0);
+			put32(p + 36, bufs[at].geom.head_bytes);
+			put32(p + 40, bufs[at].geom.layer);
+			put32(p + 44, bufs[at].geom.kind);
 		}
 	}
 	return (int)len;
@@ -277,6 +284,19 @@ static bool name_ok(const uint8_t *p)
 	return true;
 }
 
+/* A buffer's geometry: none (all zero), or one that describes its items
+ * (what kvf_region_register checks on the peer's side). */
+static bool geom_ok(const struct kvf_hello_buf *hb)
+{
+	const struct kvf_buf_geometry *g = &hb->geom;
+
+	if (kvf_geom_none(g))
+		return true;
+	return g->page_tokens && g->heads && g->head_bytes &&
+	       g->head0 <= UINT32_MAX - g->heads &&
+	       (uint64_t)g->page_tokens * g->heads * g->head_bytes == hb->item_size;
+}
+
 /* Region i of a HELLO (its header checked): its buffers. */
 static int check_hello_bufs(const struct kvf_frame *f, uint32_t i,
 			    const struct kvf_hello_region *r, char *detail, size_t dlen)
@@ -296,6 +316,11 @@ static int check_hello_bufs(const struct kvf_frame *f, uint32_t i,
 			BAD(-EBADMSG, "HELLO region '%s' buffer %" PRIu32 ": item size %" PRIu64
 			    " x %" PRIu32 " items at 0x%" PRIx64 " is empty or wraps", r->name, b,
 			    hb.item_size, r->nitems, hb.addr);
+		if (!geom_ok(&hb))
+			BAD(-EBADMSG, "HELLO region '%s' buffer %" PRIu32 ": geometry page_tokens %"
+			    PRIu32 " x heads %" PRIu32 " x head_bytes %" PRIu32 " is not its item "
+			    "size %" PRIu64 ", or head0 + heads wraps", r->name, b,
+			    hb.geom.page_tokens, hb.geom.heads, hb.geom.head_bytes, hb.item_size);
 	}
 	return 0;
 }
@@ -532,6 +557,9 @@ void kvf_proto_hello_buf(const struct kvf_frame *f, uint32_t i, uint32_t b,
 	out->addr = get64(p);
 	out->item_size = get64(p + 8);
 	out->rkey = get32(p + 16);
+	out->geom = (struct kvf_buf_geometry){.page_tokens = get32(p + 24), .heads = get32(p + 28),
+					      .head0 = get32(p + 32), .head_bytes = get32(p + 36),
+					      .layer = get32(p + 40), .kind = get32(p + 44)};
 }
 
 bool kvf_proto_same_shape(const char *name, const uint64_t *ours, uint32_t nours,

@@ -17,7 +17,9 @@
  *              nregions x { name[32], id u32, nitems u32, nbufs u32,
  *                           reserved u32,
  *                           nbufs x { addr u64, item_size u64, rkey u32,
- *                                     reserved u32 } }
+ *                                     reserved u32, page_tokens u32,
+ *                                     heads u32, head0 u32, head_bytes u32,
+ *                                     layer u32, kind u32 } }
  *   ROOM_INFO  recv_handle u64, len u32, total u32, len bytes of the info
  *   ROOM_INFO_CONT  offset u32, len u32, len bytes of the info
  *   ABORT      to_role u8, reserved u8, reason u16, reserved u32
@@ -46,16 +48,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <kvferry/kvferry.h>
+
 #define KVF_PROTO_MAGIC 0x5246564bu /* bytes 'K' 'V' 'F' 'R' */
 /* 2: ROOM_INFO's reserved field is its list's total, ROOM_INFO_CONT. A
  * version-1 peer would take a split list's first frame for the whole list.
  * 3: HELLO carries regions, ROOM_INFO an info of several lists and user
- * data. The versions refuse each other at connect. */
-#define KVF_PROTO_VERSION 3u
+ * data. The versions refuse each other at connect.
+ * 4: a HELLO buffer entry carries the buffer's geometry (48 bytes, was 24):
+ * a version-3 peer would read geometry as the next buffer. */
+#define KVF_PROTO_VERSION 4u
 #define KVF_PROTO_HDR_LEN 24u
 #define KVF_PROTO_ENGINE_ID_LEN 32u
 #define KVF_PROTO_HELLO_FIXED (KVF_PROTO_HDR_LEN + KVF_PROTO_ENGINE_ID_LEN + 8u)
-#define KVF_PROTO_HELLO_BUF_LEN 24u
+#define KVF_PROTO_HELLO_BUF_LEN 48u
 #define KVF_PROTO_HELLO_REGION_LEN 48u
 #define KVF_PROTO_REGION_NAME_LEN 32u /* bytes on the wire, NUL-padded; 31 used */
 #define KVF_PROTO_MAX_REGIONS 16u     /* = KVF_MAX_REGIONS */
@@ -83,6 +89,7 @@ struct kvf_hello_buf {
 	uint64_t addr;
 	uint64_t item_size;
 	uint32_t rkey;
+	struct kvf_buf_geometry geom; /* all zero: none */
 };
 
 /* One region in HELLO (its buffers follow it). */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "conn.h"
+#include "geom_map.h"
 #include "hash.h"
 #include "log.h"
 
@@ -80,10 +81,29 @@ static void unlink_peer(struct kvf_rdma *t, struct kvf_conn *c)
 	}
 }
 
+/* A peer that found our regions unfit for its own tears the connection
+ * down at once, often before our scheduler compared them: compare them at
+ * the end, so this side names the region, buffer and field too. */
+static void check_regions_at_end(struct kvf_conn *c)
+{
+	/* Acquire pairs with the store-release of peer_pool in on_hello. */
+	const struct kvf_peer_pool *pp = atomic_load_explicit(&c->peer_pool, memory_order_acquire);
+	char why[200];
+
+	if (c->shapes_checked || !pp)
+		return;
+	c->shapes_checked = true;
+	if (!kvf_geom_map_check_conn(c, pp, why, sizeof(why)))
+		kvf_err("rdma", "connection %u (%s) went down before its regions were compared; "
+			"they differ: %s", c->id, c->peer, why);
+}
+
 static void retire(struct kvf_rdma *t, struct kvf_conn *c)
 {
 	struct kvf_sched_conns *s = &t->s;
 	struct kvf_conn **p = &s->by_id[c->id % KVF_MAX_CONNS];
+
+	check_regions_at_end(c);
 
 	while (*p && *p != c)
 		p = &(*p)->s_hnext;

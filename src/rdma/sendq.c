@@ -288,6 +288,51 @@ static void build_buffer(struct kvf_sendq *sq, const struct kvf_sq_buf *lb,
 	}
 }
 
+/* One sliced buffer's WRs: per page, tokens whose destination pieces are
+ * contiguous share one WRITE, each token's source piece an SGE (merged
+ * into the previous one when contiguous too), up to max_sge. */
+static void build_sliced(struct kvf_sendq *sq, const struct kvf_sq_buf *lb,
+			 const struct kvf_sq_buf *rb, const struct kvf_slice *s, uint64_t wr_id,
+			 const uint32_t *src, const uint32_t *dst, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t sbase = lb->addr + src[i] * lb->block_size;
+		uint64_t dbase = rb->addr + dst[i] * rb->block_size;
+		struct kvf_wdesc *d = NULL;
+		uint64_t dnext = 0;
+
+		for (uint32_t t = 0; t < s->tokens; t++) {
+			uint64_t so = sbase + kvf_slice_src(s, t), dof = dbase + kvf_slice_dst(s, t);
+			struct ibv_sge *last = d ? &d->sge[d->nsge - 1] : NULL;
+
+			if (d && dof == dnext && last->addr + last->length == so) {
+				last->length += (uint32_t)s->len;
+			} else if (d && dof == dnext && d->nsge < sq->max_sge) {
+				d->sge[d->nsge++] = (struct ibv_sge){.addr = so,
+					.length = (uint32_t)s->len, .lkey = lb->key};
+			} else {
+				d = &sq->pend[sq->pend_tail++];
+				*d = (struct kvf_wdesc){.wr_id = wr_id, .raddr = dof, .rkey = rb->key,
+							.nsge = 1};
+				d->sge[0] = (struct ibv_sge){.addr = so, .length = (uint32_t)s->len,
+							     .lkey = lb->key};
+			}
+			dnext = dof + s->len;
+		}
+	}
+}
+
+/* Buffer b of part p: sliced, or whole items. */
+static void build_one(struct kvf_sendq *sq, const struct kvf_sq_part *p, uint32_t b,
+		      uint64_t wr_id)
+{
+	if (p->slices && p->slices[b].tokens)
+		build_sliced(sq, &p->local[b], &p->remote[b], &p->slices[b], wr_id, p->src, p->dst,
+			     p->n);
+	else
+		build_buffer(sq, &p->local[b], &p->remote[b], wr_id, p->src, p->dst, p->n);
+}
+
 /* Every signal_every-th WR from first on is signaled, and the last one,
  * which also carries the immediate when there is one. Returns how many are
  * signaled. */
@@ -313,20 +358,23 @@ static int mark_signals(struct kvf_sendq *sq, size_t first, const uint32_t *imm)
 int kvf_sendq_add_parts(struct kvf_sendq *sq, const struct kvf_sq_part *parts, uint32_t nparts,
 			uint64_t wr_id, const uint32_t *imm, const struct kvf_sq_buf *imm_to)
 {
-	/* At most one WR per item per buffer, and one for the immediate. */
+	/* At most one WR per item per buffer (per token when sliced), and one
+	 * for the immediate. */
 	size_t first, most = 1;
 	int rc;
 
 	for (uint32_t i = 0; i < nparts; i++)
-		most += (size_t)parts[i].nbufs * parts[i].n;
+		for (uint32_t b = 0; b < parts[i].nbufs; b++)
+			most += (size_t)parts[i].n * kvf_slice_wrs_per_page(
+				parts[i].slices ? &parts[i].slices[b] : &(struct kvf_slice){0},
+				sq->max_sge);
 	rc = pend_reserve(sq, most);
 	if (rc)
 		return rc;
 	first = sq->pend_tail;
 	for (uint32_t i = 0; i < nparts; i++)
 		for (uint32_t b = 0; b < parts[i].nbufs && parts[i].n; b++)
-			build_buffer(sq, &parts[i].local[b], &parts[i].remote[b], wr_id, parts[i].src,
-				     parts[i].dst, parts[i].n);
+			build_one(sq, &parts[i], b, wr_id);
 	if (imm && sq->pend_tail == first) { /* nothing to copy: the immediate alone says "done" */
 		struct kvf_wdesc *d = &sq->pend[sq->pend_tail++];
 

@@ -24,6 +24,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "slice.h"
+
 /* SGEs per WR at most (rdma.max_sge and the device may lower it). */
 #define KVF_SQ_MAX_SGE 4u
 /* Bytes in one RDMA WRITE at most. A block must fit one WR (and an SGE's
@@ -105,10 +107,12 @@ int kvf_sendq_init(struct kvf_sendq *sq, uint32_t id, uint32_t depth, uint32_t m
 void kvf_sendq_fini(struct kvf_sendq *sq);
 
 /* One region's writes: src[i] -> dst[i] in every one of its nbufs buffers
- * (local[b] and remote[b], same item size, checked by the caller). */
+ * (local[b] to remote[b]: the same item size, checked by the caller, unless
+ * slices[b] slices the item: src/slice.h). */
 struct kvf_sq_part {
 	const struct kvf_sq_buf *local;
 	const struct kvf_sq_buf *remote;
+	const struct kvf_slice *slices; /* nbufs, or NULL; .tokens 0: whole items */
 	uint32_t nbufs;
 	uint32_t n;
 	const uint32_t *src;
@@ -118,7 +122,9 @@ struct kvf_sq_part {
 /* Queue one chunk of a room: its parts' writes, in order. Items contiguous
  * on the remote side become one WRITE (up to KVF_SQ_MAX_WR_BYTES); within
  * it, local items that are not contiguous become further SGEs (up to
- * max_sge). Every signal_every-th WR of the chunk is signaled, and its last
+ * max_sge). A sliced buffer's item becomes, per run of tokens whose
+ * destination bytes are contiguous, one WRITE gathering the tokens' source
+ * pieces (up to max_sge, kvf_slice_wrs_per_page says how many WRs). Every signal_every-th WR of the chunk is signaled, and its last
  * one always; with imm that last one is a WRITE_WITH_IMM carrying *imm (a
  * chunk with nothing to copy: that one write alone, zero bytes, no SGE, at
  * imm_to). Every WR has wr_id. Nothing is posted here. Returns the number
@@ -135,7 +141,7 @@ static inline int kvf_sendq_add_room(struct kvf_sendq *sq, const struct kvf_sq_b
 				     uint64_t wr_id, uint32_t imm, const uint32_t *src,
 				     const uint32_t *dst, uint32_t n)
 {
-	struct kvf_sq_part p = { local, remote, nbufs, n, src, dst };
+	struct kvf_sq_part p = { local, remote, NULL, nbufs, n, src, dst };
 
 	return kvf_sendq_add_parts(sq, &p, n ? 1 : 0, wr_id, &imm, remote);
 }

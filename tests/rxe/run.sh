@@ -188,6 +188,11 @@ TESTS=(
 	"kvf_fan_kill|150|\$repo/tests/rxe/scenarios/fan.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 kill"
 	# kvferry.sglang driven as SGLang does, two Python processes (issue 10)
 	"kvf_python_sglang|300|\$repo/tests/rxe/scenarios/python_sglang.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1"
+	# issue 9: ranks of different TP and pipeline stages (geometry, head slicing)
+	"kvf_ranks_slice|300|\$repo/tests/rxe/scenarios/ranks.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 slice 16"
+	"kvf_ranks_pipeline|300|\$repo/tests/rxe/scenarios/ranks.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 pipeline 16"
+	"kvf_ranks_mismatch|150|\$repo/tests/rxe/scenarios/ranks.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 mismatch"
+	"kvf_ranks_bench|400|\$repo/tests/rxe/scenarios/ranks.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 bench 64"
 	"kvf_throughput|300|\$repo/tests/rxe/scenarios/throughput.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 150"
 )
 

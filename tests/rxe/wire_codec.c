@@ -144,6 +144,12 @@ size_t kw_encode_hello(uint8_t *buf, size_t cap, const char *engine_id,
 			KW_PUT(e, HELLO_BUF_ADDR, regs[r].bufs[i].addr);
 			KW_PUT(e, HELLO_BUF_ITEM_SIZE, regs[r].bufs[i].item_size);
 			KW_PUT(e, HELLO_BUF_RKEY, regs[r].bufs[i].rkey);
+			KW_PUT(e, HELLO_BUF_PAGE_TOKENS, regs[r].bufs[i].page_tokens);
+			KW_PUT(e, HELLO_BUF_HEADS, regs[r].bufs[i].heads);
+			KW_PUT(e, HELLO_BUF_HEAD0, regs[r].bufs[i].head0);
+			KW_PUT(e, HELLO_BUF_HEAD_BYTES, regs[r].bufs[i].head_bytes);
+			KW_PUT(e, HELLO_BUF_LAYER, regs[r].bufs[i].layer);
+			KW_PUT(e, HELLO_BUF_KIND, regs[r].bufs[i].kind);
 		}
 	}
 	return len;

@@ -47,6 +47,8 @@ struct kw_hello_buf {
 	uint64_t addr;
 	uint64_t item_size;
 	uint32_t rkey;
+	/* Geometry (docs/wire.md 5.3), all zero: none. */
+	uint32_t page_tokens, heads, head0, head_bytes, layer, kind;
 };
 
 /* One region of a HELLO (docs/wire.md 5.3). */

@@ -495,3 +495,33 @@ Test(proto, room_info_cont_past_total_and_memory_bound)
 	cr_assert_null(ra.buf);
 	cr_assert_null(pi);
 }
+
+/* A buffer's geometry: round trip, and one that does not describe its
+ * items refused (docs/wire.md 5.3). */
+Test(proto, hello_geometry_round_trip_and_refusals)
+{
+	struct kvf_hello_buf g[3] = { hb3[0], hb3[1], hb3[2] }, b;
+	struct kvf_frame f;
+	int len;
+
+	g[1].geom = (struct kvf_buf_geometry){.page_tokens = 2, .heads = 4, .head0 = 12,
+					      .head_bytes = 16, .layer = 61, .kind = 1};
+	len = kvf_proto_encode_hello(buf, sizeof(buf), "e", hr2, 2, g);
+	cr_assert_eq(decode((size_t)len, &f, NULL), 0, "%s", why);
+	kvf_proto_hello_buf(&f, 0, 1, &b);
+	cr_expect_eq(b.geom.page_tokens, 2);
+	cr_expect_eq(b.geom.heads, 4);
+	cr_expect_eq(b.geom.head0, 12);
+	cr_expect_eq(b.geom.head_bytes, 16);
+	cr_expect_eq(b.geom.layer, 61);
+	cr_expect_eq(b.geom.kind, 1);
+	kvf_proto_hello_buf(&f, 0, 0, &b);
+	cr_expect_eq(b.geom.page_tokens, 0, "no geometry stays none");
+	g[1].geom.head_bytes = 8; /* 2 x 4 x 8 is not the item size 128 */
+	len = kvf_proto_encode_hello(buf, sizeof(buf), "e", hr2, 2, g);
+	expect_reject((size_t)len, -EBADMSG, "region 'kv' buffer 1: geometry page_tokens 2 x heads "
+		      "4 x head_bytes 8 is not its item size 128");
+	g[1].geom = (struct kvf_buf_geometry){.layer = 3};
+	len = kvf_proto_encode_hello(buf, sizeof(buf), "e", hr2, 2, g);
+	expect_reject((size_t)len, -EBADMSG, "geometry page_tokens 0 x heads 0");
+}

@@ -434,4 +434,63 @@ Test(sendq, cancel_drops_held_writes_too)
 	kvf_sendq_hold_tail(&sq, 1, 3);
 	cr_assert_eq(kvf_sendq_cancel(&sq, 0xb), 1);
 	cr_assert_eq(kvf_sendq_waiting(&sq), 0);
+	credits_hold();
+}
+
+/* ------------------------------------------------------ head slicing */
+
+#define SHB 128u /* bytes per head per token */
+
+/* Prefill 8 heads [0, 8) into decode rank 1 of TP2, heads [4, 8), 5
+ * tokens a page: the destination page is one run, so a WR gathers
+ * max_sge tokens' source pieces: 2 WRs for the page (4 + 1 SGEs). */
+Test(sendq, sliced_page_to_fewer_heads_gathers_tokens_into_one_wr)
+{
+	const struct kvf_sq_buf l[] = {{.addr = LADDR, .block_size = 5 * 8 * SHB, .key = LKEY}};
+	const struct kvf_sq_buf r[] = {{.addr = RADDR, .block_size = 5 * 4 * SHB, .key = RKEY}};
+	struct kvf_slice s = {.tokens = 5, .src_token_bytes = 8 * SHB, .dst_token_bytes = 4 * SHB,
+			      .src_off = 4 * SHB, .dst_off = 0, .len = 4 * SHB};
+	struct kvf_sq_part p = {l, r, &s, 1, 1, (const uint32_t[]){3}, (const uint32_t[]){7}};
+	uint32_t imm = 9;
+
+	init(16, 4, 8);
+	cr_assert_eq(kvf_sendq_add_parts(&sq, &p, 1, 0xabc, &imm, r), 1);
+	cr_assert_eq(kvf_sendq_post_writes(&sq), 0);
+	cr_assert_eq(rec.posts, 1, "one post, one doorbell");
+	cr_assert_eq(rec.n, 2);
+	expect_wr(0, RADDR + 7 * 5 * 4 * SHB, 4, false, false);
+	for (uint32_t t = 0; t < 4; t++)
+		expect_sge(0, t, LADDR + 3 * 5 * 8 * SHB + t * 8 * SHB + 4 * SHB, 4 * SHB);
+	expect_wr(1, RADDR + 7 * 5 * 4 * SHB + 4 * 4 * SHB, 1, true, true);
+	expect_sge(1, 0, LADDR + 3 * 5 * 8 * SHB + 4 * 8 * SHB + 4 * SHB, 4 * SHB);
+	cr_assert_eq(rec.wr[0].wr.next, &sq.wrs[1], "the page's WRs are one chained list");
+	credits_hold();
+}
+
+/* Prefill rank 1 of TP2 (heads [4, 8)) into a decode of 8 heads: the
+ * destination is strided, one WR a token, each one SGE; a whole buffer in
+ * the same part keeps its one WR. */
+Test(sendq, sliced_page_to_more_heads_is_one_wr_per_token)
+{
+	const struct kvf_sq_buf l[] = {{.addr = LADDR, .block_size = 3 * 4 * SHB, .key = LKEY},
+				       {.addr = LADDR + 0x10000, .block_size = 64, .key = LKEY}};
+	const struct kvf_sq_buf r[] = {{.addr = RADDR, .block_size = 3 * 8 * SHB, .key = RKEY},
+				       {.addr = RADDR + 0x10000, .block_size = 64, .key = RKEY}};
+	struct kvf_slice s[2] = {{.tokens = 3, .src_token_bytes = 4 * SHB,
+				  .dst_token_bytes = 8 * SHB, .src_off = 0, .dst_off = 4 * SHB,
+				  .len = 4 * SHB}, {0}};
+	struct kvf_sq_part p = {l, r, s, 2, 1, (const uint32_t[]){2}, (const uint32_t[]){5}};
+	uint32_t imm = 9;
+
+	init(16, 4, 8);
+	cr_assert_eq(kvf_sendq_add_parts(&sq, &p, 1, 0xabc, &imm, r), 1);
+	cr_assert_eq(kvf_sendq_post_writes(&sq), 0);
+	cr_assert_eq(rec.n, 4, "3 token WRs and the whole buffer's one");
+	for (uint32_t t = 0; t < 3; t++) {
+		expect_wr(t, RADDR + 5 * 3 * 8 * SHB + t * 8 * SHB + 4 * SHB, 1, false, false);
+		expect_sge(t, 0, LADDR + 2 * 3 * 4 * SHB + t * 4 * SHB, 4 * SHB);
+	}
+	expect_wr(3, RADDR + 0x10000 + 5 * 64, 1, true, true);
+	expect_sge(3, 0, LADDR + 0x10000 + 2 * 64, 64);
+	credits_hold();
 }

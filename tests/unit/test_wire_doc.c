@@ -172,7 +172,9 @@ Test(wire_doc, hello_where_the_doc_says)
 	struct kvf_hello_buf hb[3] = {
 		{.addr = 0x0102030405060708ull, .item_size = 0x1000, .rkey = 0xa1b2c3d4},
 		{.addr = 0x1112131415161718ull, .item_size = 0x2000, .rkey = 0x55667788},
-		{.addr = 0x2122232425262728ull, .item_size = 0x30, .rkey = 0x99},
+		{.addr = 0x2122232425262728ull, .item_size = 0x30, .rkey = 0x99,
+		 .geom = {.page_tokens = 2, .heads = 3, .head0 = 5, .head_bytes = 8, .layer = 17,
+			  .kind = 1}},
 	};
 	uint8_t b[512];
 	int len = kvf_proto_encode_hello(b, sizeof(b), "engine-x", hr, 2, hb);
@@ -198,6 +200,12 @@ Test(wire_doc, hello_where_the_doc_says)
 			EQ(DOC(e, HELLO_BUF_ITEM_SIZE), hb[k].item_size);
 			EQ(DOC(e, HELLO_BUF_RKEY), hb[k].rkey);
 			EQ(DOC(e, HELLO_BUF_RESERVED), 0);
+			EQ(DOC(e, HELLO_BUF_PAGE_TOKENS), hb[k].geom.page_tokens);
+			EQ(DOC(e, HELLO_BUF_HEADS), hb[k].geom.heads);
+			EQ(DOC(e, HELLO_BUF_HEAD0), hb[k].geom.head0);
+			EQ(DOC(e, HELLO_BUF_HEAD_BYTES), hb[k].geom.head_bytes);
+			EQ(DOC(e, HELLO_BUF_LAYER), hb[k].geom.layer);
+			EQ(DOC(e, HELLO_BUF_KIND), hb[k].geom.kind);
 		}
 	}
 	EQ(e - b, len);
@@ -328,7 +336,9 @@ Test(wire_doc, immediate_bits)
 
 Test(wire_doc, frames_built_from_the_doc_decode_in_kvferry)
 {
-	struct kw_hello_buf hb[2] = {{.addr = 0x7000, .item_size = 512, .rkey = 0x99},
+	struct kw_hello_buf hb[2] = {{.addr = 0x7000, .item_size = 512, .rkey = 0x99,
+				      .page_tokens = 4, .heads = 2, .head0 = 6, .head_bytes = 64,
+				      .layer = 31, .kind = 1},
 				     {.addr = 0x9000, .item_size = 8, .rkey = 0x9a}};
 	struct kw_region kr[2] = {{"kv", 0, 4096, 1, &hb[0]}, {"aux", 5, 64, 1, &hb[1]}};
 	uint32_t ids[3] = {5, 6, 1000}, aux = 63;
@@ -337,6 +347,7 @@ Test(wire_doc, frames_built_from_the_doc_decode_in_kvferry)
 	struct kvf_reasm_drop drop;
 	struct kvf_peer_info *pi = NULL;
 	struct kvf_hello_region r;
+	struct kvf_hello_buf hbuf;
 	struct kvf_frame f;
 	uint8_t b[512];
 	char why[200];
@@ -350,6 +361,13 @@ Test(wire_doc, frames_built_from_the_doc_decode_in_kvferry)
 	kvf_proto_hello_region(&f, 1, &r);
 	cr_expect_str_eq(r.name, "aux");
 	cr_expect_eq(r.nitems, 64);
+	kvf_proto_hello_buf(&f, 0, 0, &hbuf);
+	cr_expect_eq(hbuf.geom.page_tokens, 4);
+	cr_expect_eq(hbuf.geom.heads, 2);
+	cr_expect_eq(hbuf.geom.head0, 6);
+	cr_expect_eq(hbuf.geom.head_bytes, 64);
+	cr_expect_eq(hbuf.geom.layer, 31);
+	cr_expect_eq(hbuf.geom.kind, 1);
 
 	len = kw_encode_room_info(b, sizeof(b), 0x77, kw_recv_handle(3, 9), kl, 2, "pfx=7", 5);
 	cr_assert_eq(kvf_proto_decode(b, len, &lim, &f, NULL, why, sizeof(why)), 0, "%s", why);
