@@ -77,6 +77,9 @@ def raw_figures(raw):
             res["kvferry_sweep"][s] = k
     for g in ("goal-16k", "goal-sglang", "goal-lat64"):
         res[g] = kvf_json(f"{raw}/kvf-{g}.json")
+        pre = kvf_json(f"{raw}/kvf-{g}.prefill.json")
+        if res[g] and pre:
+            res[g]["prefill_process"] = pre
     return res
 
 
@@ -140,6 +143,14 @@ def print_raw(res):
               f"{k['room_cycle_us']['p999']} us, CPU s/GB scheduler "
               f"{k['cpu_s_per_gb']['scheduler']} pollers {k['cpu_s_per_gb']['pollers']}, "
               f"{k['ok']} ok {k['failed']} failed, verify {k['verify_ok']} ok {k['bad_words']} bad")
+        pre = k.get("prefill_process")
+        for side, j in (("decode", k), ("prefill", pre)):
+            c = j and j.get(f"{side}_per_room")
+            if c:
+                print(f"  {side} per room: {c['wrs']} WRs, {c['doorbells']} doorbells, "
+                      f"{c['completions']} completions, {c['poller_sleeps']} poller sleeps, "
+                      f"{c['events']} events; CPU s/GB scheduler {j['cpu_s_per_gb']['scheduler']}"
+                      f" pollers {j['cpu_s_per_gb']['pollers']}")
 
 
 def plot(d, res):

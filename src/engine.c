@@ -318,6 +318,19 @@ int kvf_progress(kvf_engine *eng)
 
 /* -------------------------------------------------------------- inspection */
 
+static void transport_counts(const kvf_engine *eng, struct kvf_stats *st)
+{
+	struct kvf_transport_stats ts;
+
+	memset(&ts, 0, sizeof(ts));
+	if (!eng->ops || !eng->ops->stats || eng->ops->stats(eng->t, &ts))
+		return;
+	st->wrs_posted = ts.wrs_posted;
+	st->doorbells = ts.doorbells;
+	st->completions = ts.completions;
+	st->poller_sleeps = ts.poller_sleeps;
+}
+
 int kvf_stats(const kvf_engine *eng, struct kvf_stats *out)
 {
 	struct kvf_stats st;
@@ -332,6 +345,7 @@ int kvf_stats(const kvf_engine *eng, struct kvf_stats *out)
 	st.oldest_inflight_ns = 0;
 	if (eng->inflight_head)
 		st.oldest_inflight_ns = kvf_now(eng) - eng->slots[eng->inflight_head - 1].state_ns;
+	transport_counts(eng, &st);
 	return kvf_sized_copy(out, &st, sizeof(st), offsetof(struct kvf_stats, rooms));
 }
 

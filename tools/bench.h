@@ -91,13 +91,17 @@ int bench_stamps_open(const struct opts *o, bool prefill, struct stamps *st);
 /* bench_report.c */
 struct cpu_mark {
 	uint64_t sched_ns, poller_ns, process_ns;
+	struct kvf_stats st[2]; /* prefill, decode (.size 0: no such side) */
 };
-void bench_cpu_mark(struct cpu_mark *m);
+void bench_cpu_mark(struct cpu_mark *m, const struct side *p, const struct side *d);
 struct figures {
 	double secs, bytes, gbps, rooms_per_s;
 	double lat_send[3], lat_cycle[3]; /* p50, p99, p99.9 in us; -1 = none */
 	uint32_t nsend, ncycle;
 	double sched_s_per_gb, poller_s_per_gb;
+	/* per timed room, prefill and decode: WRs, doorbells, completions,
+	 * poller sleeps, events applied; -1 for a side not in this process */
+	double per_room[2][5];
 	struct cpu_mark cpu;
 };
 void bench_figures(const struct opts *o, const struct side *s, const struct stamps *st,

@@ -79,11 +79,11 @@ int main(int argc, char **argv)
 	    ((o.dcfg || o.ndsets) && bench_open_side(o.dcfg, false, &o, &d)) ||
 	    bench_stamps_open(&o, p.eng != NULL, &st))
 		return 1;
-	bench_cpu_mark(&c0);
+	bench_cpu_mark(&c0, &p, &d);
 	t0 = bench_now_ns();
 	rc = run_pass(&o, &p, &d, &st, true, t0);
 	t1 = bench_now_ns();
-	bench_cpu_mark(&c1);
+	bench_cpu_mark(&c1, &p, &d);
 	if (!rc)
 		rc = run_pass(&o, &p, &d, &st, false, t0);
 	bench_progress(&o, d.eng ? &d : &p, t0, true);

@@ -49,10 +49,19 @@ static bool is_poller(const char *tid)
 	return !strncmp(name, "kvf-poller", 10);
 }
 
-void bench_cpu_mark(struct cpu_mark *m)
+void bench_cpu_mark(struct cpu_mark *m, const struct side *p, const struct side *ds)
 {
 	DIR *d = opendir("/proc/self/task");
 	struct dirent *e;
+
+	for (int k = 0; k < 2; k++) {
+		const struct side *s = k ? ds : p;
+
+		memset(&m->st[k], 0, sizeof(m->st[k]));
+		m->st[k].size = sizeof(m->st[k]);
+		if (!s->eng || kvf_stats(s->eng, &m->st[k]))
+			m->st[k].size = 0;
+	}
 
 	m->sched_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID);
 	m->process_ns = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
@@ -127,6 +136,16 @@ void bench_figures(const struct opts *o, const struct side *s, const struct stam
 	f->sched_s_per_gb = gb > 0 ? (double)f->cpu.sched_ns / 1e9 / gb : 0;
 	f->poller_s_per_gb = gb > 0 ? (double)f->cpu.poller_ns / 1e9 / gb : 0;
 	latencies(o, s, st, f);
+	for (int k = 0; k < 2; k++) {
+		const struct kvf_stats *a = &c0->st[k], *b = &c1->st[k];
+		double n = o->rooms;
+
+		f->per_room[k][0] = a->size ? (double)(b->wrs_posted - a->wrs_posted) / n : -1;
+		f->per_room[k][1] = a->size ? (double)(b->doorbells - a->doorbells) / n : -1;
+		f->per_room[k][2] = a->size ? (double)(b->completions - a->completions) / n : -1;
+		f->per_room[k][3] = a->size ? (double)(b->poller_sleeps - a->poller_sleeps) / n : -1;
+		f->per_room[k][4] = a->size ? (double)(b->events - a->events) / n : -1;
+	}
 }
 
 static const char *layout_name(enum bench_layout l)
@@ -148,6 +167,11 @@ static void print_json(const struct opts *o, const struct side *s, const struct 
 	       "\"room_cycle_us\": {\"n\": %u, \"p50\": %.1f, \"p99\": %.1f, \"p999\": %.1f}, ",
 	       f->nsend, f->lat_send[0], f->lat_send[1], f->lat_send[2], f->ncycle,
 	       f->lat_cycle[0], f->lat_cycle[1], f->lat_cycle[2]);
+	for (int k = 0; k < 2; k++)
+		printf("\"%s_per_room\": {\"wrs\": %.2f, \"doorbells\": %.2f, \"completions\": %.2f, "
+		       "\"poller_sleeps\": %.2f, \"events\": %.2f}, ", k ? "decode" : "prefill",
+		       f->per_room[k][0], f->per_room[k][1], f->per_room[k][2], f->per_room[k][3],
+		       f->per_room[k][4]);
 	printf("\"cpu_s\": {\"scheduler\": %.3f, \"pollers\": %.3f, \"process\": %.3f}, "
 	       "\"cpu_s_per_gb\": {\"scheduler\": %.3f, \"pollers\": %.3f}}\n",
 	       (double)f->cpu.sched_ns / 1e9, (double)f->cpu.poller_ns / 1e9,
@@ -169,6 +193,12 @@ static void print_text(const struct opts *o, const struct side *s, const struct 
 	printf("  CPU: scheduler thread %.3f s (%.3f s/GB), pollers %.3f s (%.3f s/GB), "
 	       "process %.3f s\n", (double)f->cpu.sched_ns / 1e9, f->sched_s_per_gb,
 	       (double)f->cpu.poller_ns / 1e9, f->poller_s_per_gb, (double)f->cpu.process_ns / 1e9);
+	for (int k = 0; k < 2; k++)
+		if (f->per_room[k][0] >= 0)
+			printf("  %s per room: %.2f WRs, %.2f doorbells, %.2f completions, "
+			       "%.2f poller sleeps, %.2f events\n", k ? "decode" : "prefill",
+			       f->per_room[k][0], f->per_room[k][1], f->per_room[k][2],
+			       f->per_room[k][3], f->per_room[k][4]);
 	if (o->verify == VERIFY_PASS)
 		printf("  verify pass (untimed): %u rooms ok, %u failed, %u mismatched 8-byte words\n",
 		       s->vok, s->vfailed, s->bad_words);
