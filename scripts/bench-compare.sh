@@ -4,17 +4,19 @@
 # has no RDMA device (issue 11). Then the figures of the issue's goals,
 # their ratios, JSON and two plots.
 #
-#   scripts/bench-compare.sh [--quick] [--out DIR]
+#   scripts/bench-compare.sh [--quick] [--only perftest,ucx,sweep,goals] [--out DIR]
 #
 # In the guest (two rxe devices on a veth pair), at 64 B, 2 KiB, 16 KiB,
 # 64 KiB and 1 MiB: ib_write_bw and ib_write_lat (RoCE v2, -u 18, DEV1 ->
 # DEV0), ucx_perftest ucp_put_bw and ucp_put_lat over RC verbs
-# (UCX_TLS=rc_verbs, UCX_NET_DEVICES=<dev>:1), kvferry-bench at the same
-# block sizes, then kvferry-bench for each goal; kvferry-bench always runs
-# as two processes, prefill on DEV0, decode on DEV1. On the host afterwards
+# (UCX_TLS=rc: rc_verbs, and ud_verbs that its wireup needs;
+# UCX_NET_DEVICES=<dev>:1), kvferry-bench at the same block sizes, then
+# kvferry-bench for each goal; kvferry-bench always runs as two processes,
+# prefill on DEV0, decode on DEV1. On the host afterwards
 # scripts/bench_compare_report.py prints every raw figure and the ratios,
 # writes DIR/results.json and draws DIR/bandwidth.svg and DIR/latency.svg
-# (gnuplot). --quick: fewer iterations and rooms (a smoke run, not figures).
+# (gnuplot). --quick: fewer iterations and rooms (a smoke run, not figures);
+# --only: those parts only.
 #
 # Environment: KVF_BUILD_DIR (default build), KVF_VM_TIMEOUT (default 1500).
 # Needs the packages of KVF_PKGS_BENCH (scripts/lib.sh) besides perftest.
@@ -24,12 +26,13 @@ KVF_PROG=bench-compare
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$KVF_REPO"
 
-quick=0 inner=0
+quick=0 inner=0 only=
 out=${KVF_BUILD_DIR:-build}/bench-compare
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) quick=1; shift ;;
 	--out) out=${2:?}; shift 2 ;;
+	--only) only=${2:?}; shift 2 ;;
 	--inner) inner=1; shift ;;
 	-h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) kvf_die "unknown argument: $1 (see --help)" ;;
@@ -79,10 +82,10 @@ perftest() {
 ucx() {
 	local t=$1 s=$2 n=$3 log=$out/raw/ucx-$1-$2.log
 	port=$((port + 1))
-	UCX_TLS=rc_verbs UCX_NET_DEVICES=$DEV0:1 timeout -k 5 180 ucx_perftest -p $port \
+	UCX_TLS=rc UCX_NET_DEVICES=$DEV0:1 timeout -k 5 180 ucx_perftest -p $port \
 		> "$log.server" 2>&1 &
 	listen_wait $port || kvf_log "ucx_perftest server on port $port did not listen"
-	UCX_TLS=rc_verbs UCX_NET_DEVICES=$DEV1:1 timeout -k 5 180 ucx_perftest "$ADDR0" -p $port \
+	UCX_TLS=rc UCX_NET_DEVICES=$DEV1:1 timeout -k 5 180 ucx_perftest "$ADDR0" -p $port \
 		-t "$t" -s "$s" -n "$n" > "$log" 2>&1 || kvf_log "ucx_perftest $t -s $s failed (raw/${log##*/})"
 	wait || true
 }
@@ -95,7 +98,7 @@ conf() { # FILE prefill|decode PORT
 		side="device = \"$DEV1\"; peer = \"$ADDR0:$3\"; source_addr = \"$ADDR1\";"
 	fi
 	cat > "$1" <<CONF
-log: { level = "warn"; };
+log: { level = "info"; };
 engine: { id = "bench-$2"; max_blocks_per_room = 4096; summary_interval_s = 0; };
 deadlines: { bootstrap_s = 120; inflight_s = 120; receiver_waiting_s = 120; quiesce_s = 10; };
 rdma: { $side sq_depth = 256; rq_depth = 64; signal_every = 16; };
@@ -105,14 +108,19 @@ CONF
 # kvf NAME ARGS: kvferry-bench, two processes; the decode's JSON in
 # raw/kvf-NAME.json, its per-room latencies in raw/kvf-NAME.lat
 kvf() {
-	local name=$1 r=$out/raw/kvf-$1 stamps=/tmp/kvf-stamps-$1
+	local name=$1 r=$out/raw/kvf-$1 stamps=/tmp/kvf-stamps-$1 i
 	shift
 	port=$((port + 1))
 	conf "$r.p.conf" prefill $port
 	conf "$r.d.conf" decode $port
 	timeout -k 5 600 "$build/tools/kvferry-bench" --prefill-config "$r.p.conf" --json \
 		--stamps "$stamps" --timeout 580 "$@" > "$r.prefill.json" 2> "$r.prefill.err" &
-	listen_wait $port || kvf_log "kvferry-bench prefill ($name) did not listen"
+	# rdma_cm listens in the RDMA port space (ss does not show it): the
+	# prefill says when it listens
+	for ((i = 0; i < 600; i++)); do
+		grep -q 'listening on' "$r.prefill.err" 2> /dev/null && break
+		sleep 0.1
+	done
 	timeout -k 5 600 "$build/tools/kvferry-bench" --decode-config "$r.d.conf" --json \
 		--stamps "$stamps" --latencies "$r.lat" --timeout 580 "$@" > "$r.json" 2> "$r.err" ||
 		kvf_log "kvferry-bench $name failed: $(tail -n 3 "$r.err")"
@@ -129,6 +137,9 @@ sweep_rooms() {
 	echo $r
 }
 
+# step NAME: whether --only (default: all) names it
+step() { [ -z "$only" ] || [[ ,$only, == *,$1,* ]]; }
+
 inner_run() {
 	local s r n
 	DEV0=$KVF_RXE_DEV0 DEV1=${KVF_RXE_DEV1:?bench-compare needs --devices 2}
@@ -143,17 +154,24 @@ inner_run() {
 		echo "quick $quick"
 	} > "$out/raw/env.txt"
 	for s in "${SIZES[@]}"; do
-		kvf_log "size $s: ib_write_bw, ib_write_lat, ucx_perftest"
+		step perftest || continue
+		kvf_log "size $s: ib_write_bw, ib_write_lat"
 		perftest ib_write_bw "$s" "$(iters "$s")" --report_gbits
 		perftest ib_write_lat "$s" "$(lat_iters "$s")"
+	done
+	for s in "${SIZES[@]}"; do
+		step ucx || continue
+		kvf_log "size $s: ucx_perftest put bandwidth and latency"
 		ucx ucp_put_bw "$s" "$(iters "$s")"
 		ucx ucp_put_lat "$s" "$(lat_iters "$s")"
 	done
 	for s in "${SIZES[@]}"; do
+		step sweep || continue
 		r=$(sweep_rooms "$s")
 		kvf "sweep-$s" --rooms "$r" --buffers 8 --blocks-per-room 1 --window 16 \
 			--block-size "$s" --layout contiguous --verify-rooms 8 --seed 3
 	done
+	step goals || return 0
 	n=$((quick ? 30 : 150))
 	kvf goal-16k --rooms $n --buffers 64 --blocks-per-room 2 --block-size 16384 \
 		--layout rotated --verify-rooms 8 --seed 5
@@ -180,6 +198,7 @@ if kvf_host_has_rdma; then
 fi
 share=() qarg=()
 [ $quick = 1 ] && qarg=(--quick)
+[ -n "$only" ] && qarg+=(--only "$only")
 case $build/ in "$KVF_REPO"/*) ;; *) share=(--share "$build") ;; esac
 "$KVF_REPO/scripts/rxe-vm.sh" --devices 2 --rw --timeout "${KVF_VM_TIMEOUT:-1500}" \
 	"${share[@]+"${share[@]}"}" -- scripts/bench-compare.sh --inner --out "$out" \
