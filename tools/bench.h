@@ -39,6 +39,7 @@ struct opts {
 	const char *stamps;    /* file shared by the two processes: send times */
 	const char *lat_out;   /* per-room latencies, one line each */
 	bool progress;
+	bool idle_yield;        /* sched_yield() after a turn with nothing applied */
 };
 
 /* Per-room times (CLOCK_MONOTONIC ns; 0 = not yet). */
@@ -61,6 +62,7 @@ struct side {
 	uint32_t vdone, vok, vfailed;  /* verify pass */
 	uint32_t bad_words;
 	struct kvf_failure first_failure;
+	int applied;           /* events the last kvf_progress applied */
 };
 
 /* The LAST send's time of each room, written by the prefill and read by

@@ -188,7 +188,7 @@ int bench_drive(const struct opts *o, struct side *s, struct stamps *st)
 
 	if (!s->eng)
 		return 0;
-	kvf_progress(s->eng);
+	s->applied = kvf_progress(s->eng);
 	while ((rc = create_next(o, s)) > 0)
 		;
 	if (rc < 0)
