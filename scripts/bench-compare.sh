@@ -129,13 +129,22 @@ CONF
 # kvf NAME ARGS: kvferry-bench, two processes; the decode's JSON in
 # raw/kvf-NAME.json, its per-room latencies in raw/kvf-NAME.lat
 kvf() {
-	local name=$1 r=$out/raw/kvf-$1 stamps=/tmp/kvf-stamps-$1 i
+	local name=$1 r=$out/raw/kvf-$1 stamps=/tmp/kvf-stamps-$1 i pa=() da=()
 	shift
+	# --prefill-set to the prefill only, --decode-set to the decode only
+	# (either opens that side in the process it is given to)
+	while [ $# -gt 0 ]; do
+		case $1 in
+		--prefill-set) pa+=("$1" "$2"); shift 2 ;;
+		--decode-set) da+=("$1" "$2"); shift 2 ;;
+		*) pa+=("$1"); da+=("$1"); shift ;;
+		esac
+	done
 	port=$((port + 1))
 	conf "$r.p.conf" prefill $port
 	conf "$r.d.conf" decode $port
 	timeout -k 5 600 "$build/tools/kvferry-bench" --prefill-config "$r.p.conf" --json \
-		--stamps "$stamps" --timeout 580 "$@" > "$r.prefill.json" 2> "$r.prefill.err" &
+		--stamps "$stamps" --timeout 580 "${pa[@]}" > "$r.prefill.json" 2> "$r.prefill.err" &
 	# rdma_cm listens in the RDMA port space (ss does not show it): the
 	# prefill says when it listens
 	for ((i = 0; i < 600; i++)); do
@@ -143,7 +152,7 @@ kvf() {
 		sleep 0.1
 	done
 	timeout -k 5 600 "$build/tools/kvferry-bench" --decode-config "$r.d.conf" --json \
-		--stamps "$stamps" --latencies "$r.lat" --timeout 580 "$@" > "$r.json" 2> "$r.err" ||
+		--stamps "$stamps" --latencies "$r.lat" --timeout 580 "${da[@]}" > "$r.json" 2> "$r.err" ||
 		kvf_log "kvferry-bench $name failed: $(tail -n 3 "$r.err")"
 	wait || kvf_log "kvferry-bench prefill ($name) failed: $(tail -n 3 "$r.prefill.err")"
 	rm -f "$stamps"
