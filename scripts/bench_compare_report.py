@@ -7,6 +7,7 @@ DIR/bandwidth.svg and DIR/latency.svg with gnuplot.
     bench_compare_report.py DIR
 """
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -61,9 +62,11 @@ def raw_figures(raw):
         if r:
             res["ib_write_bw"][s] = float(r[3])
         r = perftest_row(read(f"{raw}/ib_write_lat-{s}.log"), s)
-        if r and len(r) >= 9:
+        if r and len(r) >= 9 and all(math.isfinite(float(x)) for x in (r[4], r[5], r[7], r[8])):
             res["ib_write_lat"][s] = {"typical": float(r[4]), "avg": float(r[5]),
                                       "p99": float(r[7]), "p999": float(r[8])}
+        elif r:
+            res["ib_write_lat_unusable"] = res.get("ib_write_lat_unusable", []) + [s]
         for t, key in (("ucp_put_bw", "ucx_put_bw"), ("ucp_put_lat", "ucx_put_lat")):
             text = read(f"{raw}/ucx-{t}-{s}.log")
             f = ucx_final(text)
