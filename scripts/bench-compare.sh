@@ -4,7 +4,7 @@
 # has no RDMA device (issue 11). Then the figures of the issue's goals,
 # their ratios, JSON and two plots.
 #
-#   scripts/bench-compare.sh [--quick] [--only perftest,ucx,sweep,goals] [--out DIR]
+#   scripts/bench-compare.sh [--quick] [--only perftest,ucx,sweep,goals,policy] [--out DIR]
 #
 # In the guest (two rxe devices on a veth pair), at 64 B, 2 KiB, 16 KiB,
 # 64 KiB and 1 MiB: ib_write_bw and ib_write_lat (RoCE v2, -u 18, DEV1 ->
@@ -16,7 +16,9 @@
 # scripts/bench_compare_report.py prints every raw figure and the ratios,
 # writes DIR/results.json and draws DIR/bandwidth.svg and DIR/latency.svg
 # (gnuplot). --quick: fewer iterations and rooms (a smoke run, not figures);
-# --only: those parts only.
+# --only: those parts only (policy: ib_write_bw at 16 KiB, then the 16 KiB
+# goal with the default poller and with rdma.poll_idle_us 0; not in the
+# default run, whose goals include both).
 #
 # Environment: KVF_BUILD_DIR (default build), KVF_VM_TIMEOUT (default 1500).
 # Needs the packages of KVF_PKGS_BENCH (scripts/lib.sh) besides perftest.
@@ -202,6 +204,12 @@ inner_run() {
 		kvf "sweep-$s" --rooms "$r" --buffers 8 --blocks-per-room 1 --window 16 \
 			--block-size "$s" --layout contiguous --verify-rooms 8 --seed 3
 	done
+	if [[ ,$only, == *,policy,* ]]; then
+		perftest ib_write_bw 16384 "$(iters 16384)" --report_gbits
+		kvf goal-16k --rooms 80 --buffers 64 --blocks-per-room 2 --block-size 16384 \
+			--layout rotated --verify-rooms 8 --seed 5
+		policy_16k 80
+	fi
 	step goals || return 0
 	n=$((quick ? 30 : 80))
 	kvf goal-16k --rooms $n --buffers 64 --blocks-per-room 2 --block-size 16384 \
@@ -219,6 +227,15 @@ inner_run() {
 		--block-size 64 --window 1 --verify-rooms 20 --seed 9 --idle-yield
 	kvf 16k-yield --rooms $n --buffers 64 --blocks-per-room 2 --block-size 16384 \
 		--layout rotated --verify-rooms 8 --seed 5 --idle-yield
+	policy_16k "$n"
+}
+
+# The 16 KiB goal with pollers that sleep at once (rdma.poll_idle_us 0);
+# --only policy: with ib_write_bw at 16 KiB and the default first.
+policy_16k() {
+	kvf 16k-sleep --rooms "$1" --buffers 64 --blocks-per-room 2 --block-size 16384 \
+		--layout rotated --verify-rooms 8 --seed 5 \
+		--prefill-set rdma.poll_idle_us=0 --decode-set rdma.poll_idle_us=0
 }
 
 if [ $inner = 1 ]; then

@@ -78,7 +78,7 @@ def raw_figures(raw):
         k = kvf_json(f"{raw}/kvf-sweep-{s}.json")
         if k:
             res["kvferry_sweep"][s] = k
-    for g in ("goal-16k", "goal-sglang", "goal-lat64", "lat64-sleep", "lat64-yield", "16k-yield"):
+    for g in ("goal-16k", "goal-sglang", "goal-lat64", "lat64-sleep", "lat64-yield", "16k-yield", "16k-sleep"):
         res[g] = kvf_json(f"{raw}/kvf-{g}.json")
         pre = kvf_json(f"{raw}/kvf-{g}.prefill.json")
         if res[g] and pre:
@@ -134,7 +134,7 @@ def print_raw(res):
               f" {fmt(ul and ul['p50']):>15}")
     for name, e in sorted(res["ucx_errors"].items()):
         print(f"ucx_perftest {name}: no figure: {e}")
-    for g in ("goal-16k", "goal-sglang", "goal-lat64", "lat64-sleep", "lat64-yield", "16k-yield"):
+    for g in ("goal-16k", "goal-sglang", "goal-lat64", "lat64-sleep", "lat64-yield", "16k-yield", "16k-sleep"):
         k = res[g]
         if not k:
             print(f"kvferry {g}: no figure")
