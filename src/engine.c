@@ -320,8 +320,8 @@ int kvf_progress(kvf_engine *eng)
 
 /* -------------------------------------------------------------- inspection */
 
-/* The transport's staging counters (src/rdma/stage.h), when it has them. */
-static void staging_stats(const kvf_engine *eng, struct kvf_stats *st)
+/* The transport's counters (staging: src/rdma/stage.h; posting and polling). */
+static void transport_counts(const kvf_engine *eng, struct kvf_stats *st)
 {
 	struct kvf_transport_stats ts;
 
@@ -332,6 +332,10 @@ static void staging_stats(const kvf_engine *eng, struct kvf_stats *st)
 	st->staged_chunks = ts.staged_chunks;
 	st->stage_waits = ts.stage_waits;
 	st->stage_slots_busy = ts.stage_slots_busy;
+	st->wrs_posted = ts.wrs_posted;
+	st->doorbells = ts.doorbells;
+	st->completions = ts.completions;
+	st->poller_sleeps = ts.poller_sleeps;
 }
 
 int kvf_stats(const kvf_engine *eng, struct kvf_stats *out)
@@ -348,7 +352,7 @@ int kvf_stats(const kvf_engine *eng, struct kvf_stats *out)
 	st.oldest_inflight_ns = 0;
 	if (eng->inflight_head)
 		st.oldest_inflight_ns = kvf_now(eng) - eng->slots[eng->inflight_head - 1].state_ns;
-	staging_stats(eng, &st);
+	transport_counts(eng, &st);
 	return kvf_sized_copy(out, &st, sizeof(st), offsetof(struct kvf_stats, rooms));
 }
 

@@ -86,6 +86,8 @@ struct kvf_transport_stats {
 	uint64_t wrs_posted;    /* RDMA WRITEs posted to the device */
 	uint64_t bytes_posted;  /* their bytes */
 	uint64_t completions;   /* work completions polled */
+	uint64_t doorbells;     /* ibv_post_send calls (writes and control frames) */
+	uint64_t poller_sleeps; /* times the completion poller slept on its fds */
 	uint64_t conns_live;    /* gauge: connections not dead */
 	/* Staging through host memory (src/rdma/stage.h): */
 	uint64_t staged_bytes;      /* bytes copied into staging slots */

@@ -185,6 +185,15 @@ struct kvf_stats {
 	uint64_t staged_chunks;      /* chunks that were given slots */
 	uint64_t stage_waits;        /* chunks that waited for free slots */
 	uint64_t stage_slots_busy;   /* gauge: slots not free (0 when all are back) */
+	/* What the rooms cost the transport (0 without one), per room when
+	 * divided by released: RDMA WRITEs posted, ibv_post_send calls
+	 * (doorbells: writes and control frames), work completions polled, and
+	 * times the completion poller went to sleep on its fds (each one a
+	 * wakeup to come). */
+	uint64_t wrs_posted;
+	uint64_t doorbells;
+	uint64_t completions;
+	uint64_t poller_sleeps;
 };
 #define KVF_STATS_INIT { .size = sizeof(struct kvf_stats) }
 

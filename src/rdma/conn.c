@@ -153,6 +153,7 @@ static int post_send(void *ctx, struct ibv_send_wr *wr, struct ibv_send_wr **bad
 		*bad = wr;
 		return -ENOTCONN;
 	}
+	c->t->st_doorbells++;
 	return -ibv_post_send(c->qp, wr, bad);
 }
 

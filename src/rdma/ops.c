@@ -627,6 +627,8 @@ static int op_stats(void *tp, struct kvf_transport_stats *out)
 	out->wrs_posted = t->st_wrs;
 	out->completions = atomic_load_explicit(&t->st_completions, memory_order_relaxed);
 	kvf_staging_stats(t, out);
+	out->doorbells = t->st_doorbells;
+	out->poller_sleeps = atomic_load_explicit(&t->st_poller_sleeps, memory_order_relaxed);
 	pthread_mutex_lock(&t->lock);
 	for (uint32_t i = 0; i < KVF_MAX_CONNS; i++) {
 		struct kvf_conn *c = t->conns[i];

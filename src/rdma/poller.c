@@ -513,6 +513,7 @@ static void sleep_until_work(struct poller *p, int timeout_ms)
 			ibv_req_notify_cq(t->plist[i]->cq, 0);
 	if (poll_all(p))
 		return;
+	atomic_fetch_add_explicit(&t->st_poller_sleeps, 1, memory_order_relaxed);
 	handle_fds(p, timeout_ms);
 }
 

@@ -101,8 +101,10 @@ struct kvf_rdma {
 	uint64_t st_frames_tx[KVF_FRAME_TYPES];
 	uint64_t st_bytes;
 	uint64_t st_wrs;
+	uint64_t st_doorbells; /* ibv_post_send calls of the send queues */
 	_Atomic uint64_t st_frames_rx[KVF_FRAME_TYPES];
 	_Atomic uint64_t st_completions;
+	_Atomic uint64_t st_poller_sleeps; /* the poller slept on its fds */
 
 	/* Poller-thread only: connections it polls (have a CQ). */
 	struct kvf_conn **plist;

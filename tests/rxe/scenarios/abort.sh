@@ -13,7 +13,7 @@ engine_conf "$W/p.conf" prefill-a prefill 18711
 engine_conf "$W/d.conf" decode-a decode 18711
 note "one process on $DEV0: $rooms rooms of 8 x 8 x 16 KiB, abort every ${every}th on the $side side"
 timeout -k 5 200 "$BENCH" --prefill-config "$W/p.conf" --decode-config "$W/d.conf" --rooms "$rooms" \
-	--buffers 8 --blocks-per-room 8 --block-size 16384 --abort-every "$every" --abort-side "$side" \
+	--buffers 8 --blocks-per-room 8 --block-size 16384 --abort-every "$every" --abort-side "$side" --verify inline --no-progress \
 	--timeout 150 > "$W/out" 2> "$W/err"
 rc=$?
 cat "$W/out"

@@ -9,7 +9,8 @@
 # when the VM has two devices (--devices 2), else both on DEV0.
 . "$(dirname "$0")/common.sh"
 mode=${1:?one|two} rooms=${2:-1000} bpr=${3:-2} nbufs=${4:-64}
-shape=(--rooms "$rooms" --buffers "$nbufs" --block-size 16384 --blocks-per-room "$bpr" --seed 7 --json)
+shape=(--rooms "$rooms" --buffers "$nbufs" --block-size 16384 --blocks-per-room "$bpr" --seed 7 --json
+	--verify inline --no-progress)
 if [ "$mode" = one ]; then
 	DEV1=$DEV0 ADDR1=$ADDR0
 	engine_conf "$W/p.conf" prefill-1 prefill 18701
