@@ -179,6 +179,10 @@ struct kvf_stats {
 	uint64_t ring_stalls;        /* times the poller found the ring full */
 	uint64_t events;             /* events applied from the ring */
 	uint64_t oldest_inflight_ns; /* age of the oldest TRANSFERRING room, 0 if none */
+	/* Early ROOM_INFOs not parked: the parked ones held
+	 * engine.max_parked_info_bytes already (ABORT sent back). Not in
+	 * early_infos_parked. */
+	uint64_t early_infos_refused;
 };
 #define KVF_STATS_INIT { .size = sizeof(struct kvf_stats) }
 
