@@ -48,9 +48,12 @@
  * --clock-scale X: the engine's clock (kvf_engine_set_clock) runs X times
  *   faster than CLOCK_MONOTONIC: config deadlines are whole seconds, so
  *   deadlines.*_s = 1 with X = 20 is a 50 ms deadline.
- * --leak-check: open and close one engine first (libraries' one-time
- *   allocations), then the open fds and malloc's bytes in use before the
- *   engine are compared with those after it is closed: "driver: leaks".
+ * --leak-check: "driver: leaks": fds open and malloc's bytes in use before
+ *   the engine (after a first engine was opened and closed: the libraries'
+ *   one-time setup) against after it is closed (fds, heap_bytes); and, for
+ *   the reader, the heap once the first room was terminal against once the
+ *   last was released (heap_run: high-water marks such as a send queue's
+ *   grown array show there).
  * --sample-every N: "driver: sample" with RSS, fds and heap bytes every N
  *   terminal rooms (the soak).
  * A hard alarm at --timeout + 60 s kills a driver that hangs anywhere.
@@ -251,8 +254,10 @@ struct run {
 	kvf_engine *eng;
 	struct room *rooms;
 	uint8_t **bufs;
-	bool prefill, stopping;
+	bool prefill, stopping, ready;
+	struct held base;  /* --leak-check: at the first terminal room */
 	uint32_t next, lo, ok, failed, released, bad_total, stuck, terminal, aborted;
+	uint32_t last_count; /* terminal + created at the last turn */
 	uint32_t by_reason[KVF_FAIL_NUM];
 	double t0, lost_at;
 };
@@ -314,6 +319,25 @@ static int create_one(struct run *R, uint32_t i)
 	return 0; /* failed at once: reported when polled */
 }
 
+/* --ready-file: once the first window of rooms is created, or at once with
+ * --start-delay (a peer then talks to us before our rooms exist). */
+static void write_ready(struct run *R)
+{
+	struct opts *o = R->o;
+	FILE *f;
+
+	if (!o->ready_file || R->ready)
+		return;
+	R->ready = true;
+	f = fopen(o->ready_file, "w");
+	if (f) {
+		if (o->listen[0])
+			fprintf(f, "%s\n", o->listen);
+		fclose(f);
+	}
+	printf("driver: ready t=%.6f\n", kvt_mono());
+}
+
 /* Create while the window allows. */
 static int create_rooms(struct run *R)
 {
@@ -334,16 +358,8 @@ static int create_rooms(struct run *R)
 		if (o->abort_at_create)
 			maybe_abort(R, R->next);
 		R->next++;
-		if (R->next == o->window && o->ready_file) {
-			FILE *f = fopen(o->ready_file, "w");
-
-			if (f) {
-				if (o->listen[0])
-					fprintf(f, "%s\n", o->listen);
-				fclose(f);
-			}
-			printf("driver: ready t=%.6f\n", kvt_mono());
-		}
+		if (R->next == o->window)
+			write_ready(R);
 	}
 	return 0;
 }
@@ -382,6 +398,8 @@ static void on_terminal(struct run *R, uint32_t i, int st)
 	r->st = 2;
 	r->done = t;
 	R->terminal++;
+	if (R->terminal == 1 && R->o->leak_check)
+		R->base = held_now();
 	if (st == KVF_SUCCESS) {
 		uint32_t bad = R->prefill ? 0 : check_bytes(R, i);
 
@@ -482,10 +500,20 @@ static int run_rooms(struct run *R)
 {
 	struct opts *o = R->o;
 
+	if (o->start_delay > 0)
+		write_ready(R);
 	for (double until = kvt_mono() + o->start_delay; kvt_mono() < until;)
 		kvf_progress(R->eng);
 	for (;;) {
-		kvf_progress(R->eng);
+		uint32_t was = R->terminal + R->next;
+
+		if (kvf_progress(R->eng) == 0 && was == R->last_count) {
+			/* nothing moved: let the pollers of a 2-vCPU guest run */
+			struct timespec pause = { .tv_nsec = 50000 };
+
+			nanosleep(&pause, NULL);
+		}
+		R->last_count = was;
 		if (create_rooms(R))
 			return -1;
 		while (R->lo < R->next && R->rooms[R->lo].st == 3)
@@ -512,7 +540,7 @@ static int run_rooms(struct run *R)
 static void chaos_line(struct run *R)
 {
 	uint32_t pinned = 0;
-	double worst = 0;
+	double worst = 0, life = 0;
 
 	for (uint32_t i = 0; i < R->next; i++) {
 		struct room *r = &R->rooms[i];
@@ -520,6 +548,8 @@ static void chaos_line(struct run *R)
 
 		if (late > worst)
 			worst = late;
+		if (r->done && r->done - r->created > life)
+			life = r->done - r->created;
 		if (!r->done || late > 1) {
 			pinned++;
 			printf("room %u id=%#" PRIx64 " PINNED %s %.3f s past its deadline\n", i,
@@ -527,8 +557,8 @@ static void chaos_line(struct run *R)
 		}
 	}
 	printf("driver: chaos role=%s rooms=%u created=%u ok=%u failed=%u aborted=%u pinned=%u "
-	       "worst_late=%.3f bad_words=%u\n", R->o->role, R->o->rooms, R->next, R->ok, R->failed,
-	       R->aborted, pinned, worst > 0 ? worst : 0, R->bad_total);
+	       "worst_late=%.3f worst_life=%.3f bad_words=%u\n", R->o->role, R->o->rooms, R->next,
+	       R->ok, R->failed, R->aborted, pinned, worst > 0 ? worst : 0, life, R->bad_total);
 }
 
 static void summary(struct run *R)
@@ -569,7 +599,8 @@ int main(int argc, char **argv)
 {
 	struct opts o;
 	struct run R = { .o = &o };
-	struct held before = { 0 }, after;
+	struct held before = { 0 }, after = { 0 };
+	size_t heap_growth = 0;
 	uint64_t *bs;
 	int rc, ret = 0;
 
@@ -603,6 +634,10 @@ int main(int argc, char **argv)
 		print_sample(&R);
 	rc = run_rooms(&R);
 	ret = rc < 0 ? 1 : rc == 2 ? 2 : 0;
+	if (o.leak_check) {
+		after = held_now();
+		heap_growth = after.heap > R.base.heap && R.terminal ? after.heap - R.base.heap : 0;
+	}
 	summary(&R);
 	for (double until = kvt_mono() + o.linger; kvt_mono() < until;) {
 		struct timespec ms = { .tv_nsec = 1000000 };
@@ -615,11 +650,13 @@ int main(int argc, char **argv)
 		free(R.bufs[k]);
 	free(R.bufs);
 	if (o.leak_check) {
-		after = held_now();
-		printf("driver: leaks fds=%ld heap_bytes=%lld fds_start=%ld fds_end=%ld heap_start=%zu "
-		       "heap_end=%zu rss_kb_start=%ld rss_kb_end=%ld\n", after.fds - before.fds,
-		       (long long)after.heap - (long long)before.heap, before.fds, after.fds,
-		       before.heap, after.heap, before.rss_kb, after.rss_kb);
+		struct held closed = held_now();
+
+		printf("driver: leaks fds=%ld heap_bytes=%lld heap_run=%zu fds_start=%ld heap_start=%zu "
+		       "heap_first=%zu heap_last=%zu rss_kb_first=%ld rss_kb_last=%ld\n",
+		       closed.fds - before.fds, (long long)closed.heap - (long long)before.heap,
+		       heap_growth, before.fds, before.heap, R.base.heap, after.heap, R.base.rss_kb,
+		       after.rss_kb);
 	}
 	free(R.rooms);
 	free(bs);
