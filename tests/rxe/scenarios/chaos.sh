@@ -39,9 +39,10 @@ qp_error) # the prefill's QP is moved to error every 400 send completions
 	PF=qp_error:every:400 ;;
 bad_rkey) # a prefill WRITE goes with a wrong rkey (remote access error)
 	PF=bad_rkey:0.004 ;;
-short_deadlines) # 50 ms deadlines (engine clock x20) under CPU load
-	scale=20 hog=2 bound=0.15
-	DL=(--set deadlines.bootstrap_s=1 --set deadlines.receiver_waiting_s=1
+short_deadlines) # 50 ms deadlines (engine clock x20) under CPU load; bootstrap
+	# 30 s (600 x 50 ms): the decode takes seconds to start in the guest
+	scale=20 hog=2 bound=30.15
+	DL=(--set deadlines.bootstrap_s=600 --set deadlines.receiver_waiting_s=1
 		--set deadlines.inflight_s=1 --set deadlines.waiting_for_input_s=1
 		--set deadlines.quiesce_s=20 --set engine.tombstone_ttl_s=60) ;;
 stale_completions) # aborted rooms' blocks and slots reused at once, completions late
@@ -76,6 +77,7 @@ env KVF_FAULT="$PF" KVF_FAULT_SEED="$seed" timeout -k 5 $((tmo + 90)) "$DRIVER" 
 	> "$W/prefill.out" 2> "$W/prefill.log" &
 ppid=$!
 CHILDREN+=("$ppid")
+t_start=$SECONDS
 wait_file "$W/ready" 60 || { show "$W/prefill.out" "$W/prefill.log"; fail "prefill not ready in 60 s"; }
 env KVF_FAULT="$DF" KVF_FAULT_SEED="$((seed + 1))" timeout -k 5 $((tmo + 90)) "$DRIVER" --role decode \
 	--config "$W/d.conf" "${shape[@]}" "${D[@]}" > "$W/decode.out" 2> "$W/decode.log" &
@@ -90,10 +92,13 @@ if [ "$starve" = 1 ]; then
 		sleep 0.7
 	done
 fi
+t_ready=$SECONDS
 wait "$dpid"
 drc=$?
+t_dend=$SECONDS
 wait "$ppid"
 prc=$?
+note "seconds from the prefill's start: ready $((t_ready - t_start)), decode done $((t_dend - t_start)), prefill done $((SECONDS - t_start))"
 for h in "${hogs[@]+"${hogs[@]}"}"; do kill "$h" 2> /dev/null; wait "$h" 2> /dev/null; done
 
 # Heap bytes an engine may leave after close without counting as a leak:
