@@ -183,6 +183,8 @@ static int parse_rule(uint32_t i, char *rule, struct rule *r)
 
 	if (strlen(rule) >= sizeof(copy))
 		return bad(i, rule, "too long");
+	if (strstr(rule, "::") || rule[0] == ':' || rule[strlen(rule) - 1] == ':')
+		return bad(i, rule, "an empty field");
 	strcpy(copy, rule);
 	for (char *tok = strtok_r(copy, ":", &save); tok; tok = strtok_r(NULL, ":", &save)) {
 		if (nf == 5)
@@ -227,6 +229,11 @@ int kvf_fault_setup(void)
 		return 0;
 	if (strlen(spec) >= sizeof(buf)) {
 		kvf_err("fault", "KVF_FAULT is over %zu bytes", sizeof(buf) - 1);
+		return -EINVAL;
+	}
+	if (strstr(spec, ",,") || spec[0] == ',' || spec[strlen(spec) - 1] == ',') {
+		kvf_err("fault", "KVF_FAULT '%s': an empty rule (rules are separated by one comma)",
+			spec);
 		return -EINVAL;
 	}
 	strcpy(buf, spec);
