@@ -59,6 +59,7 @@ static struct {
 	atomic_uint_fast64_t count[F_NUM];
 	atomic_uint seq;             /* random streams handed out */
 	uint64_t send_wcs;           /* poller thread */
+	uint64_t drains, polls;      /* chances ring_full and stall_cq had (reported) */
 	uint64_t cq_until, ring_until;
 	struct held h[MAX_HELD];     /* poller thread */
 	uint32_t nheld;
@@ -221,7 +222,7 @@ int kvf_fault_setup(void)
 	free_held();
 	memset(fs.r, 0, sizeof(fs.r));
 	fs.nr = 0;
-	fs.send_wcs = fs.cq_until = fs.ring_until = 0;
+	fs.send_wcs = fs.cq_until = fs.ring_until = fs.drains = fs.polls = 0;
 	for (int k = 0; k < F_NUM; k++)
 		atomic_store(&fs.count[k], 0);
 	fs.seed = seed ? strtoull(seed, NULL, 0) : 1;
@@ -262,7 +263,8 @@ void kvf_fault_report(void)
 	for (int k = 0; k < F_NUM && at < (int)sizeof(line); k++)
 		at += snprintf(line + at, sizeof(line) - (size_t)at, " %s=%" PRIu64, kind_names[k],
 			       (uint64_t)atomic_load(&fs.count[k]));
-	kvf_warn("fault", "injected:%s", line);
+	kvf_warn("fault", "injected:%s (of %" PRIu64 " send completions, %" PRIu64 " polls and %"
+		 PRIu64 " ring drains that found work)", line, fs.send_wcs, fs.polls, fs.drains);
 }
 
 /* ------------------------------------------------------------ the hooks */
@@ -387,6 +389,7 @@ bool kvf_fault_cq_stalled(uint64_t now)
 
 void kvf_fault_cq_polled(int n, uint64_t now)
 {
+	fs.polls += n > 0;
 	for (uint32_t i = 0; n > 0 && i < fs.nr; i++)
 		if (fires(&fs.r[i], F_STALL_CQ))
 			fs.cq_until = now + fs.r[i].dur_ns;
@@ -399,6 +402,7 @@ bool kvf_fault_ring_held(uint64_t now)
 
 void kvf_fault_ring_drained(int n, uint64_t now)
 {
+	fs.drains += n > 0;
 	for (uint32_t i = 0; n > 0 && i < fs.nr; i++)
 		if (fires(&fs.r[i], F_RING_FULL))
 			fs.ring_until = now + fs.r[i].dur_ns;

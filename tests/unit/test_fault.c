@@ -73,3 +73,40 @@ Test(fault, frame_faults_by_type)
 	frame(buf, 1);
 	cr_assert_eq(kvf_fault_rx(NULL, 9, buf, 32), 0, "HELLO only when named");
 }
+
+Test(fault, stalls_and_holds_start_and_end)
+{
+	uint64_t now = kvf_monotonic_ns();
+
+	cr_assert_eq(setup_with("ring_full:50ms:1,stall_cq:20ms:1"), 0);
+	cr_assert_not(kvf_fault_ring_held(now));
+	kvf_fault_ring_drained(0, now);
+	cr_assert_not(kvf_fault_ring_held(now), "an empty drain starts nothing");
+	kvf_fault_ring_drained(3, now);
+	cr_assert(kvf_fault_ring_held(now + 49000000ull));
+	cr_assert_not(kvf_fault_ring_held(now + 51000000ull));
+	kvf_fault_cq_polled(1, now);
+	cr_assert(kvf_fault_cq_stalled(now + 19000000ull));
+	cr_assert_not(kvf_fault_cq_stalled(now + 21000000ull));
+}
+
+/* The hook in the engine's ring drain (engine.c), on the fake transport. */
+#include "fake_transport.h"
+
+Test(fault, ring_full_holds_the_engines_drain)
+{
+	struct kvf_config cfg;
+	struct fake f;
+	kvf_engine *eng;
+
+	cr_assert_eq(setup_with("ring_full:10s:1"), 0);
+	fake_cfg(&cfg);
+	eng = fake_engine(&cfg, &f);
+	cr_assert_not_null(eng);
+	push_abort(eng, 5, KVF_SENDER, 7);
+	cr_assert_eq(kvf_progress(eng), 1, "drained, and a hold starts");
+	push_abort(eng, 6, KVF_SENDER, 7);
+	cr_assert_eq(kvf_progress(eng), 0, "held: nothing drained");
+	kvf_engine_close(eng);
+	setup_with("");
+}

@@ -114,7 +114,7 @@ side_line() {
 	f=$(grep '^driver: failures:' "$out" | tail -n1)
 	l=$(grep '^driver: leaks ' "$out" | tail -n1)
 	reasons=$(sed 's/^driver: failures: *//; s/=/:/g; s/ /,/g' <<< "$f")
-	faults=$(grep -o 'fault: injected:.*' "$log" | tail -n1 | sed 's/^fault: injected: *//; s/=/:/g; s/ /,/g')
+	faults=$(grep -o 'fault: injected:[^(]*' "$log" | tail -n1 | sed 's/^fault: injected: *//; s/ *$//; s/=/:/g; s/ /,/g')
 	if grep -q '^driver: SIGKILL self' "$out"; then status=killed
 	elif [ "$rc" = 2 ] || grep -q '^driver: TIMEOUT' "$out"; then status=timeout
 	elif [ -z "$c" ] || [ -z "$l" ]; then status=noline; fi
@@ -125,6 +125,7 @@ side_line() {
 		"$status" "$rc" "${faults:--}"
 	grep '^driver: sample ' "$out" | sed "s/^driver: sample /chaos-sample: scenario=$scen side=$side /"
 	grep -m3 ' PINNED ' "$out"
+	grep -h -o 'fault: injected:.*' "$log" | sed "s/^/chaos-faults: $scen $side /"
 	case $status in
 	killed) [ "$side" = prefill ] && [ "$scen" = peer_kill ] && return 0
 		bad=1 ;;
