@@ -71,7 +71,7 @@ for ((i = 0; i < hog; i++)); do
 	hogs+=($!)
 	CHILDREN+=($!)
 done
-note "$rooms rooms, window $window, bound ${bound} s, prefill KVF_FAULT=${PF:-none}, decode KVF_FAULT=${DF:-none}"
+note "$rooms rooms, window $window, bound ${bound} s, prefill KVF_FAULT=${PF:-none}, decode KVF_FAULT=${DF:-none} (script at ${SECONDS} s)"
 env KVF_FAULT="$PF" KVF_FAULT_SEED="$seed" timeout -k 5 $((tmo + 90)) "$DRIVER" --role prefill \
 	--config "$W/p.conf" "${shape[@]}" "${P[@]}" --ready-file "$W/ready" \
 	> "$W/prefill.out" 2> "$W/prefill.log" &
@@ -140,4 +140,5 @@ if [ $bad != 0 ]; then
 	SHOW_LINES=15 show "$W/prefill.out" "$W/decode.out" "$W/prefill.log" "$W/decode.log"
 	fail "$scen: a pinned room, a wrong byte, a leak or a side that did not finish (lines above)"
 fi
+note "results read at ${SECONDS} s"
 pass "$scen: $rooms rooms, nothing pinned, no wrong byte, no leak"
