@@ -49,7 +49,7 @@ stale_completions) # aborted rooms' blocks and slots reused at once, completions
 	D=(--abort-every 2 --abort-at wait) window=8
 	DF=stall_cq:20ms:0.05 PF=delay:ABORT:0.2:30ms,stall_cq:20ms:0.05 ;;
 ring_full) # a 64-entry event ring left undrained 50 ms at a time
-	window=128 PF=ring_full:50ms:0.02 DF=ring_full:50ms:0.02
+	window=128 PF=ring_full:50ms:0.1 DF=ring_full:50ms:0.1
 	DL+=(--set engine.ring_size=64) ;;
 cpu_starve) # the decode is stopped 300 ms of every second
 	starve=1 ;;
@@ -83,6 +83,11 @@ env KVF_FAULT="$DF" KVF_FAULT_SEED="$((seed + 1))" timeout -k 5 $((tmo + 90)) "$
 	--config "$W/d.conf" "${shape[@]}" "${D[@]}" > "$W/decode.out" 2> "$W/decode.log" &
 dpid=$!
 CHILDREN+=("$dpid")
+if [ "$scen" = soak ]; then # the samples as they come (a long run)
+	tail --pid="$dpid" -n +1 -F "$W/prefill.out" "$W/decode.out" 2> /dev/null |
+		grep --line-buffered '^driver: sample' &
+	CHILDREN+=($!)
+fi
 if [ "$starve" = 1 ]; then
 	dchild=$(pgrep -P "$dpid" | head -n1)
 	while kill -0 "$dchild" 2> /dev/null; do
