@@ -61,7 +61,7 @@ soak) # everything at once, at low rates, for a long run
 *) fail "unknown scenario '$scen'" ;;
 esac
 # every room's whole life at most; the drivers' own limit well above it
-tmo=$(awk -v r="$rooms" 'BEGIN { t = 120 + r * 0.06; print int(t) }')
+tmo=$((120 + rooms * 6 / 100))
 shape=(--rooms "$rooms" --buffers 1 --block-size 4096 --blocks-per-room 1 --window "$window"
 	--timeout "$tmo" --deadline "$bound" --clock-scale "$scale" --leak-check "${DL[@]}")
 
@@ -111,31 +111,54 @@ for h in "${hogs[@]+"${hogs[@]}"}"; do kill "$h" 2> /dev/null; wait "$h" 2> /dev
 # device setup; the warm-up engine makes none), measured 10-20 KiB. A leak
 # of even 64 bytes a room is over it at 1,000 rooms; the soak catches less.
 LEAK_SLACK=65536
+# kv LINE : its key=value words into the array K (no process started:
+# each costs a good part of a second in a loaded TCG guest)
+declare -A K
+kv() {
+	local w
+	K=()
+	for w in $1; do
+		[[ $w == *=* ]] && K[${w%%=*}]=${w#*=}
+	done
+}
 # side_line SIDE RC : the result line of one side
 bad=0
 side_line() {
-	local side=$1 rc=$2 out=$W/$1.out log=$W/$1.log c f l status=done reasons faults
-	c=$(grep '^driver: chaos ' "$out" | tail -n1)
-	f=$(grep '^driver: failures:' "$out" | tail -n1)
-	l=$(grep '^driver: leaks ' "$out" | tail -n1)
-	reasons=$(sed 's/^driver: failures: *//; s/=/:/g; s/ /,/g' <<< "$f")
-	faults=$(grep -o 'fault: injected:[^(]*' "$log" | tail -n1 | sed 's/^fault: injected: *//; s/ *$//; s/=/:/g; s/ /,/g')
-	if grep -q '^driver: SIGKILL self' "$out"; then status=killed
-	elif [ "$rc" = 2 ] || grep -q '^driver: TIMEOUT' "$out"; then status=timeout
+	local side=$1 rc=$2 out=$W/$1.out log=$W/$1.log line c= f= l= fl= status=done
+	local killed=0 timedout=0 reasons faults
+	while IFS= read -r line; do
+		case $line in
+		'driver: chaos '*) c=$line ;;
+		'driver: failures:'*) f=${line#driver: failures:} ;;
+		'driver: leaks '*) l=$line ;;
+		'driver: SIGKILL self'*) killed=1 ;;
+		'driver: TIMEOUT'*) timedout=1 ;;
+		'driver: sample '*) echo "chaos-sample: scenario=$scen side=$side ${line#driver: sample }" ;;
+		*' PINNED '*) echo "$line" ;;
+		esac
+	done < "$out"
+	while IFS= read -r line; do
+		[[ $line == *'fault: injected:'* ]] && fl=${line#*fault: injected:}
+	done < "$log"
+	[ -n "$fl" ] && echo "chaos-faults: $scen $side $fl"
+	fl=${fl%% (*} f=${f# }
+	reasons=${f// /,} reasons=${reasons//=/:}
+	faults=${fl# } faults=${faults// /,} faults=${faults//=/:}
+	if [ $killed = 1 ]; then status=killed
+	elif [ "$rc" = 2 ] || [ $timedout = 1 ]; then status=timeout
 	elif [ -z "$c" ] || [ -z "$l" ]; then status=noline; fi
+	local -A C L
+	kv "$c"; for k in "${!K[@]}"; do C[$k]=${K[$k]}; done
+	kv "$l"; for k in "${!K[@]}"; do L[$k]=${K[$k]}; done
 	printf 'chaos: scenario=%s side=%s rooms=%s created=%s ok=%s failed=%s reasons=%s pinned=%s worst_late=%s worst_life=%s bad_words=%s leak_fds=%s leak_heap=%s heap_run=%s status=%s rc=%s faults=%s\n' \
-		"$scen" "$side" "$rooms" "$(field "$c" created)" "$(field "$c" ok)" "$(field "$c" failed)" \
-		"${reasons:--}" "$(field "$c" pinned)" "$(field "$c" worst_late)" "$(field "$c" worst_life)" \
-		"$(field "$c" bad_words)" "$(field "$l" fds)" "$(field "$l" heap_bytes)" "$(field "$l" heap_run)" \
-		"$status" "$rc" "${faults:--}"
-	grep '^driver: sample ' "$out" | sed "s/^driver: sample /chaos-sample: scenario=$scen side=$side /"
-	grep -m3 ' PINNED ' "$out"
-	grep -h -o 'fault: injected:.*' "$log" | sed "s/^/chaos-faults: $scen $side /"
+		"$scen" "$side" "$rooms" "${C[created]-}" "${C[ok]-}" "${C[failed]-}" "${reasons:--}" \
+		"${C[pinned]-}" "${C[worst_late]-}" "${C[worst_life]-}" "${C[bad_words]-}" \
+		"${L[fds]-}" "${L[heap_bytes]-}" "${L[heap_run]-}" "$status" "$rc" "${faults:--}"
 	case $status in
 	killed) [ "$side" = prefill ] && [ "$scen" = peer_kill ] && return 0
 		bad=1 ;;
-	done) [ "$(field "$c" pinned)" = 0 ] && [ "$(field "$c" bad_words)" = 0 ] &&
-		[ "$(field "$l" fds)" = 0 ] && [ "$(field "$l" heap_bytes)" -le "$LEAK_SLACK" ] || bad=1 ;;
+	done) [ "${C[pinned]}" = 0 ] && [ "${C[bad_words]}" = 0 ] && [ "${L[fds]}" = 0 ] &&
+		[ "${L[heap_bytes]}" -le "$LEAK_SLACK" ] || bad=1 ;;
 	*) bad=1 ;;
 	esac
 }
