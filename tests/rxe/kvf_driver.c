@@ -536,10 +536,12 @@ static int run_rooms(struct run *R)
 	}
 }
 
-/* Pinned: not terminal by created + --deadline + 1 s (or never). */
+/* Pinned: not terminal by created + --deadline + 1 s: terminal later, or
+ * still live past it. One still live and not yet past it (the driver's
+ * --timeout came first) is "unfinished", not pinned. */
 static void chaos_line(struct run *R)
 {
-	uint32_t pinned = 0;
+	uint32_t pinned = 0, unfinished = 0;
 	double worst = 0, life = 0;
 
 	for (uint32_t i = 0; i < R->next; i++) {
@@ -550,15 +552,17 @@ static void chaos_line(struct run *R)
 			worst = late;
 		if (r->done && r->done - r->created > life)
 			life = r->done - r->created;
-		if (!r->done || late > 1) {
+		unfinished += !r->done && late <= 1;
+		if (late > 1) {
 			pinned++;
 			printf("room %u id=%#" PRIx64 " PINNED %s %.3f s past its deadline\n", i,
 			       R->o->first_id + i, r->done ? "terminal" : "still live", late);
 		}
 	}
 	printf("driver: chaos role=%s rooms=%u created=%u ok=%u failed=%u aborted=%u pinned=%u "
-	       "worst_late=%.3f worst_life=%.3f bad_words=%u\n", R->o->role, R->o->rooms, R->next,
-	       R->ok, R->failed, R->aborted, pinned, worst > 0 ? worst : 0, life, R->bad_total);
+	       "unfinished=%u worst_late=%.3f worst_life=%.3f bad_words=%u\n", R->o->role,
+	       R->o->rooms, R->next, R->ok, R->failed, R->aborted, pinned, unfinished,
+	       worst > 0 ? worst : 0, life, R->bad_total);
 }
 
 static void summary(struct run *R)

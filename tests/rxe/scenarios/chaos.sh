@@ -61,7 +61,9 @@ soak) # everything at once, at low rates, for a long run
 *) fail "unknown scenario '$scen'" ;;
 esac
 # every room's whole life at most; the drivers' own limit well above it
-tmo=$((120 + rooms * 6 / 100))
+# (after a QP error the two windows fall out of step: prefill rooms wait
+# out their 30 s bootstrap for ROOM_INFOs lost with the connection)
+tmo=$((300 + rooms * 3 / 10))
 shape=(--rooms "$rooms" --buffers 1 --block-size 4096 --blocks-per-room 1 --window "$window"
 	--timeout "$tmo" --deadline "$bound" --clock-scale "$scale" --leak-check "${DL[@]}")
 
