@@ -70,7 +70,9 @@ if [ ! -f "$build/build.ninja" ]; then
 	meson setup "$build" -Dfault_inject=true -Dpython=disabled > /dev/null || kvf_die "meson setup $build"
 fi
 meson compile -C "$build" > /dev/null || kvf_die "meson compile -C $build"
-nm "$build/tests/rxe/kvf_driver" | grep -q kvf_fault_setup ||
+# grep -c reads all of nm's output (grep -q would make nm die of SIGPIPE,
+# and pipefail would take that as "not found")
+[ "$(nm "$build/tests/rxe/kvf_driver" | grep -c ' kvf_fault_setup')" -gt 0 ] ||
 	kvf_die "$build is not a -Dfault_inject=true build (no kvf_fault_setup in kvf_driver)"
 out=${KVF_CHAOS_OUT:-$(mktemp -d /tmp/kvf-chaos.XXXXXX)}
 mkdir -p "$out"
