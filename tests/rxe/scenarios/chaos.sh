@@ -63,7 +63,7 @@ esac
 # every room's whole life at most; the drivers' own limit well above it
 # (after a QP error the two windows fall out of step: prefill rooms wait
 # out their 30 s bootstrap for ROOM_INFOs lost with the connection)
-tmo=$((300 + rooms * 3 / 10))
+tmo=${KVF_CHAOS_TIMEOUT:-$((300 + rooms * 3 / 10))}
 shape=(--rooms "$rooms" --buffers 1 --block-size 4096 --blocks-per-room 1 --window "$window"
 	--timeout "$tmo" --deadline "$bound" --clock-scale "$scale" --leak-check "${DL[@]}")
 
@@ -167,7 +167,7 @@ side_line() {
 side_line prefill $prc
 side_line decode $drc
 if [ $bad != 0 ]; then
-	SHOW_LINES=15 show "$W/prefill.out" "$W/decode.out" "$W/prefill.log" "$W/decode.log"
+	SHOW_LINES=${KVF_CHAOS_SHOW:-15} show "$W/prefill.out" "$W/decode.out" "$W/prefill.log" "$W/decode.log"
 	fail "$scen: a pinned room, a wrong byte, a leak or a side that did not finish (lines above)"
 fi
 note "results read at ${SECONDS} s"
