@@ -79,13 +79,15 @@ int kvf_pool_register(kvf_engine *eng, uint32_t nbufs, void *const *bufs,
 /* ------------------------------------------------------------------ create */
 
 /* What arrived before the room: a tombstone fails it now, a parked
- * ROOM_INFO moves it on. A new room is bound to no connection yet, so the
- * entry applies whichever connection left it, and binds a sender to it. */
-void kvf_api_apply_early(kvf_engine *eng, struct kvf_slot *r)
+ * ROOM_INFO moves it on. An entry applies only to a room of the connection
+ * that left it: a new sender room is bound to none yet (conn 0: the entry
+ * binds it); a receiver room is the connection's to its peer (conn), from
+ * creation if that connection exists, else from kvf_receiver_init. */
+void kvf_api_apply_early(kvf_engine *eng, struct kvf_slot *r, uint32_t conn)
 {
 	struct kvf_early_ent e;
 
-	if (kvf_early_empty(&eng->early) || !kvf_early_take(&eng->early, r->id, r->role, &e))
+	if (kvf_early_empty(&eng->early) || !kvf_early_take(&eng->early, r->id, r->role, conn, &e))
 		return;
 	if (e.kind == KVF_EARLY_TOMBSTONE) {
 		eng->st.tombstones_applied++;
@@ -124,7 +126,7 @@ int kvf_sender_create(kvf_engine *eng, uint64_t room_id, kvf_room *out)
 	rc = kvf_room_new(eng, room_id, KVF_SENDER, true, &r);
 	if (rc)
 		return rc;
-	kvf_api_apply_early(eng, r);
+	kvf_api_apply_early(eng, r, 0);
 	*out = kvf_room_handle(eng, r);
 	return 0;
 }
@@ -194,7 +196,8 @@ int kvf_receiver_create(kvf_engine *eng, uint64_t room_id, const char *peer, kvf
 	if (rc)
 		return rc;
 	r->peer = idx;
-	kvf_api_apply_early(eng, r);
+	if (eng->peer_conns[idx])
+		kvf_api_apply_early(eng, r, eng->peer_conns[idx]);
 	*out = kvf_room_handle(eng, r);
 	return 0;
 }
@@ -309,6 +312,7 @@ static int info_to(kvf_engine *eng, struct kvf_slot *r, const struct kvf_index_l
 	kvf_obs(eng, r)->chunks_total = (uint32_t)nitems; /* they land at once, with the last write */
 	kvf_obs(eng, r)->bytes = bytes;
 	kvf_room_transition(eng, r, KVF_WAITING_FOR_INPUT);
+	kvf_api_apply_early(eng, r, conn); /* a tombstone its connection left before it was bound */
 	return 0;
 }
 

@@ -41,8 +41,9 @@ static inline int kvf_api_state(kvf_engine *eng, struct kvf_slot *r)
 }
 
 /* What arrived before the room (tombstone, parked ROOM_INFOs) applied to
- * a room just created. */
-void kvf_api_apply_early(kvf_engine *eng, struct kvf_slot *r);
+ * a room just created or just bound: only an entry that conn left (0: any,
+ * for a sender not bound yet). */
+void kvf_api_apply_early(kvf_engine *eng, struct kvf_slot *r, uint32_t conn);
 
 /* "host:port" with a numeric port in [1, 65535]. */
 bool kvf_api_peer_valid(const char *peer);

@@ -43,7 +43,7 @@ int kvf_sender_create_fanout(kvf_engine *eng, uint64_t room_id, uint32_t n, kvf_
 		return rc;
 	}
 	kvf_fan_attach(eng, fan, r, NULL);
-	kvf_api_apply_early(eng, r);
+	kvf_api_apply_early(eng, r, 0);
 	*out = kvf_room_handle(eng, r);
 	return 0;
 }
@@ -84,7 +84,10 @@ int kvf_receiver_create_fanin(kvf_engine *eng, uint64_t room_id, const char *con
 	}
 	r->peer = idx[0];
 	kvf_fan_attach(eng, fan, r, idx);
-	kvf_api_apply_early(eng, r);
+	/* a tombstone applies to the slot of the connection that left it */
+	for (uint32_t k = 0; k < m; k++)
+		if (eng->peer_conns[idx[k]])
+			kvf_api_apply_early(eng, kvf_fan_at(eng, fan, k), eng->peer_conns[idx[k]]);
 	*out = kvf_room_handle(eng, r);
 	return 0;
 }

@@ -29,6 +29,7 @@ struct kvf_config {
 	uint32_t max_blocks_per_room;         /* engine.max_blocks_per_room */
 	uint32_t tombstone_ttl_s;             /* engine.tombstone_ttl_s */
 	uint32_t max_tombstones;              /* engine.max_tombstones */
+	uint32_t max_parked_info_bytes;       /* engine.max_parked_info_bytes */
 	uint32_t summary_interval_s;          /* engine.summary_interval_s, 0 = off */
 
 	/* deadlines (seconds; 0 = off only where the doc says so) */

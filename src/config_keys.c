@@ -76,6 +76,10 @@ static const struct kvf_key keys[] = {
 	{ .name = "engine.max_tombstones", U32_FIELD(max_tombstones),
 	  .side = SIDE_BOTH, .phase = "room creation", .def = 65536, .min = 1,
 	  .max = 1 << 24 },
+	/* bytes of early ROOM_INFOs parked at most (more are refused, counted) */
+	{ .name = "engine.max_parked_info_bytes", U32_FIELD(max_parked_info_bytes),
+	  .side = SIDE_PREFILL, .phase = "ROOM_INFO before its room", .def = 16u << 20,
+	  .min = 4096, .max = 1u << 30 },
 	/* period of the one-line stats summary, 0 = off */
 	{ .name = "engine.summary_interval_s", U32_FIELD(summary_interval_s),
 	  .side = SIDE_BOTH, .phase = "none (logging)", .def = 60, .min = 0,

@@ -27,6 +27,7 @@ int kvf_early_init(struct kvf_early *e, uint32_t cap)
 	e->cap = cap;
 	e->head = e->tail = 0;
 	e->ntomb = e->ninfo = 0;
+	e->info_bytes = 0;
 	/* Thread every entry onto the free list. */
 	e->free_head = cap ? 1 : 0;
 	for (uint32_t i = 0; i < cap; i++)
@@ -79,10 +80,12 @@ static void unlink_ent(struct kvf_early *e, uint32_t i)
 	else
 		e->tail = x->prev;
 	kvf_idmap_remove(&e->map, x->id, x->role);
-	if (x->kind == KVF_EARLY_TOMBSTONE)
+	if (x->kind == KVF_EARLY_TOMBSTONE) {
 		e->ntomb--;
-	else
+	} else {
 		e->ninfo -= count_infos(x->info);
+		e->info_bytes -= kvf_early_info_bytes(x->info);
+	}
 	x->next = e->free_head;
 	e->free_head = i;
 }
@@ -104,6 +107,7 @@ static int chain_info(struct kvf_early *e, struct kvf_early_ent *x, struct kvf_p
 			return -EEXIST;
 	*at = info;
 	e->ninfo++;
+	e->info_bytes += kvf_early_info_bytes(info);
 	return 0;
 }
 
@@ -140,18 +144,30 @@ int kvf_early_put(struct kvf_early *e, const struct kvf_early_ent *ent)
 	else
 		e->head = i;
 	e->tail = i;
-	if (ent->kind == KVF_EARLY_TOMBSTONE)
+	if (ent->kind == KVF_EARLY_TOMBSTONE) {
 		e->ntomb++;
-	else
+	} else {
 		e->ninfo += count_infos(ent->info);
+		e->info_bytes += kvf_early_info_bytes(ent->info);
+	}
 	return replaced;
 }
 
-bool kvf_early_take(struct kvf_early *e, uint64_t id, uint32_t role, struct kvf_early_ent *out)
+size_t kvf_early_info_bytes(const struct kvf_peer_info *info)
+{
+	size_t n = 0;
+
+	for (; info; info = info->next) /* a fan-out's infos are chained */
+		n += sizeof(*info) + (size_t)info->nids * sizeof(info->ids[0]);
+	return n;
+}
+
+bool kvf_early_take(struct kvf_early *e, uint64_t id, uint32_t role, uint32_t conn,
+		    struct kvf_early_ent *out)
 {
 	uint32_t slot;
 
-	if (!kvf_idmap_find(&e->map, id, role, &slot))
+	if (!kvf_idmap_find(&e->map, id, role, &slot) || (conn && e->ent[slot].conn != conn))
 		return false;
 	take_at(e, slot + 1, out);
 	return true;

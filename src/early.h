@@ -11,6 +11,7 @@
 #define KVF_EARLY_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "event.h"
@@ -38,6 +39,7 @@ struct kvf_early {
 	uint32_t free_head;         /* index + 1 */
 	uint32_t head, tail;        /* oldest, newest; index + 1 */
 	uint32_t ntomb, ninfo;      /* entries kept now, per kind */
+	uint64_t info_bytes;        /* bytes of the parked infos (kvf_early_info_bytes) */
 	struct kvf_idmap map;
 };
 
@@ -63,8 +65,16 @@ static inline bool kvf_early_empty(const struct kvf_early *e)
 	return e->head == 0;
 }
 
-/* Remove and return the entry for (id, role). The caller owns out->info. */
-bool kvf_early_take(struct kvf_early *e, uint64_t id, uint32_t role, struct kvf_early_ent *out);
+/* Remove and return the entry for (id, role) if conn left it; conn 0 takes
+ * it whichever connection left it (a sender room is bound to none when it
+ * is created). An entry of another connection stays (its TTL ends it). The
+ * caller owns out->info. */
+bool kvf_early_take(struct kvf_early *e, uint64_t id, uint32_t role, uint32_t conn,
+		    struct kvf_early_ent *out);
+/* What a parked info holds in memory, with the infos chained to it (a
+ * fan-out's): what engine.max_parked_info_bytes bounds (the sum over the
+ * parked ones is info_bytes). */
+size_t kvf_early_info_bytes(const struct kvf_peer_info *info);
 /* Remove and return the oldest entry if it expired at now. */
 bool kvf_early_pop_expired(struct kvf_early *e, uint64_t now, struct kvf_early_ent *out);
 

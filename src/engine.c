@@ -18,6 +18,7 @@
 #include "room.h"
 #include "sized.h"
 #if HAVE_RDMA
+#include "rdma/fault.h"
 #include "rdma/rdma.h"
 #endif
 
@@ -257,6 +258,9 @@ static int drain_ring(struct kvf_engine *eng)
 	int n = 0;
 	uint32_t k;
 
+	/* Test builds: a ring_full fault leaves it undrained a while. */
+	if (KVF_FAULT_RING_HELD(kvf_monotonic_ns()))
+		return 0;
 	/* Bounded by the ring size: a poller that keeps producing cannot hold
 	 * the scheduler here forever. */
 	for (uint32_t budget = eng->cfg.ring_size; budget; budget -= k < budget ? k : budget) {
@@ -267,6 +271,7 @@ static int drain_ring(struct kvf_engine *eng)
 		if (k < eng->batch_cap)
 			break;
 	}
+	KVF_FAULT_RING_DRAINED(n, kvf_monotonic_ns());
 	return n;
 }
 

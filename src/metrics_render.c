@@ -200,6 +200,9 @@ static void early_counters(const struct kvf_snap *s, struct kvf_buf *b)
 		       st->tombstones_applied, st->tombstones_expired, st->tombstones_evicted,
 		       st->early_infos_applied, st->early_infos_expired, st->early_infos_evicted,
 		       st->early_infos_replaced);
+	counter(b, "kvferry_early_infos_refused_total",
+		"Early ROOM_INFOs not parked: engine.max_parked_info_bytes was reached.",
+		st->early_infos_refused);
 }
 
 static void engine_counters(const struct kvf_snap *s, struct kvf_buf *b)

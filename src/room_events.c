@@ -121,7 +121,20 @@ static void park_info(struct kvf_engine *eng, struct kvf_event *ev, struct kvf_p
 		.kind = KVF_EARLY_INFO, .id = ev->key, .role = KVF_SENDER,
 		.conn = ev->peer, .info = info, .expires = early_expiry(eng),
 	};
-	int rc = early_keep(eng, &e);
+	int rc;
+
+	/* Bounded in bytes, not only in entries: a peer's infos can name
+	 * up to engine.max_blocks_per_room items each. */
+	if (eng->early.info_bytes + kvf_early_info_bytes(info) > eng->cfg.max_parked_info_bytes) {
+		free(info);
+		eng->st.early_infos_refused++;
+		kvf_room_ignore(eng, KVF_IGN_UNKNOWN_ROOM, ev, "ROOM_INFO (parked infos hold "
+				"engine.max_parked_info_bytes)");
+		if (eng->ops && ev->peer) /* the receiver fails now, not at its deadline */
+			eng->ops->send_abort(eng->t, ev->peer, ev->key, KVF_RECEIVER, KVF_FAIL_DEADLINE);
+		return;
+	}
+	rc = early_keep(eng, &e);
 
 	if (rc >= 0) {
 		eng->st.early_infos_parked++;

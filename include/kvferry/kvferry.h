@@ -194,6 +194,10 @@ struct kvf_stats {
 	uint64_t doorbells;
 	uint64_t completions;
 	uint64_t poller_sleeps;
+	/* Early ROOM_INFOs not parked: the parked ones held
+	 * engine.max_parked_info_bytes already (ABORT sent back). Not in
+	 * early_infos_parked. */
+	uint64_t early_infos_refused;
 };
 #define KVF_STATS_INIT { .size = sizeof(struct kvf_stats) }
 

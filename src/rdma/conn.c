@@ -12,6 +12,7 @@
 #include <kvferry/kvferry.h>
 
 #include "clock.h"
+#include "fault.h"
 #include "geom_map.h"
 #include "hash.h"
 #include "log.h"
@@ -154,6 +155,7 @@ static int post_send(void *ctx, struct ibv_send_wr *wr, struct ibv_send_wr **bad
 		return -ENOTCONN;
 	}
 	c->t->st_doorbells++;
+	KVF_FAULT_POST(wr); /* test builds: maybe a wrong rkey */
 	return -ibv_post_send(c->qp, wr, bad);
 }
 

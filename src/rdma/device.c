@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "conn.h"
+#include "fault.h"
 #include "log.h"
 #include "poller.h"
 #include "pool.h"
@@ -67,6 +68,7 @@ void kvf_rdma_close(void *tp)
 			sched_yield();
 		}
 		pthread_join(t->poller, NULL);
+		KVF_FAULT_REPORT(); /* test builds: what was injected, and frames held freed */
 	}
 	kvf_sched_close(t);
 	for (uint32_t i = 0; i < t->np; i++)
@@ -342,7 +344,9 @@ int kvf_rdma_create(const struct kvf_config *cfg, struct kvf_ring *ring,
 	t->ring = ring;
 	t->wake_fd = -1;
 	pthread_mutex_init(&t->lock, NULL);
-	rc = check_cfg(t);
+	rc = KVF_FAULT_SETUP(); /* test builds: KVF_FAULT, refused when it does not parse */
+	if (!rc)
+		rc = check_cfg(t);
 	if (rc)
 		goto fail;
 	t->ech = rdma_create_event_channel();

@@ -14,6 +14,7 @@
 
 #include "clock.h"
 #include "conn.h"
+#include "fault.h"
 #include "frame_events.h"
 #include "log.h"
 #include "names.h"
@@ -91,9 +92,8 @@ static void push_event(void *t, const struct kvf_event *ev)
 
 /* Decoding and the events a frame makes are device-free (frame_events.c);
  * what needs the connection stays here. */
-static void on_frame(struct poller *p, struct kvf_conn *c, uint32_t slot, uint32_t len)
+static void on_frame(struct poller *p, struct kvf_conn *c, const uint8_t *buf, uint32_t len)
 {
-	const uint8_t *buf = c->rx_buf + (size_t)slot * p->t->frame_max;
 	struct kvf_peer_pool *pp = atomic_load_explicit(&c->peer_pool, memory_order_relaxed);
 	struct kvf_proto_limits lim = {
 		.max_blocks = p->t->cfg.max_blocks_per_room,
@@ -155,7 +155,12 @@ static void on_recv(struct poller *p, struct kvf_conn *c, const struct ibv_wc *w
 
 		kvf_rdma_push(p->t, &ev);
 	} else {
-		on_frame(p, c, slot, wc->byte_len);
+		uint8_t *buf = c->rx_buf + (size_t)slot * p->t->frame_max;
+
+		/* Test builds: a fault may drop, hold, corrupt or repeat it. */
+		for (int n = KVF_FAULT_RX(p->t, c->id, buf, wc->byte_len); n > 0; n--)
+			on_frame(p, c, buf, wc->byte_len);
+		KVF_FAULT_PASSED(p->t, c->id);
 	}
 	/* The poller owns the receive queue: the buffer goes straight back. */
 	if (atomic_load(&c->state) < KVF_CONN_DEAD && kvf_conn_post_recv(c, slot))
@@ -178,6 +183,8 @@ static void on_send(struct poller *p, struct kvf_conn *c, const struct ibv_wc *w
 		return;
 	}
 	kvf_rdma_push(p->t, &ev);
+	if (KVF_FAULT_SEND_WC(c))
+		return; /* test builds: its QP was moved to error; the flush tears it down */
 	if (wc->status != IBV_WC_SUCCESS) {
 		/* The WC itself fails its room (pushed first, so that reason
 		 * wins); the QP is in error, so the connection is gone too. A
@@ -196,7 +203,7 @@ static int poll_cq(struct poller *p, struct kvf_conn *c)
 {
 	int n;
 
-	if (!c->cq)
+	if (!c->cq || KVF_FAULT_CQ_STALLED(kvf_monotonic_ns()))
 		return 0;
 	n = ibv_poll_cq(c->cq, (int)p->batch, p->wcs);
 	if (n < 0) {
@@ -210,6 +217,7 @@ static int poll_cq(struct poller *p, struct kvf_conn *c)
 		else
 			on_send(p, c, &p->wcs[i]);
 	}
+	KVF_FAULT_CQ_POLLED(n, kvf_monotonic_ns());
 	return n;
 }
 
@@ -502,6 +510,30 @@ static void housekeeping(struct kvf_rdma *t, uint64_t now)
 
 /* ----------------------------------------------------------- the loop */
 
+#ifdef KVF_FAULT_INJECT
+/* Test builds: frames a delay or reorder fault held whose time came go to
+ * their connection if it still takes frames. Frames still held count as
+ * work, so the poller does not sleep past them. */
+static int release_held(struct poller *p)
+{
+	uint32_t conn, held, len;
+	uint8_t *buf;
+
+	while ((buf = kvf_fault_next_held(p->t, kvf_monotonic_ns(), &conn, &len, &held))) {
+		for (uint32_t i = 0; i < p->t->np; i++) {
+			struct kvf_conn *c = p->t->plist[i];
+
+			if (c->id == conn && atomic_load(&c->state) < KVF_CONN_DEAD)
+				on_frame(p, c, buf, len);
+		}
+		free(buf);
+	}
+	return (int)held;
+}
+#else
+#define release_held(p) 0
+#endif
+
 /* Arm every CQ, look once more (a completion may have slipped in before
  * the arm), then sleep on the fds. */
 static void sleep_until_work(struct poller *p, int timeout_ms)
@@ -540,7 +572,7 @@ void *kvf_poller_main(void *arg)
 	idle_since = kvf_monotonic_ns();
 	/* Acquire pairs with the store-release of stop in kvf_rdma_close. */
 	while (!atomic_load_explicit(&t->stop, memory_order_acquire)) {
-		int busy = poll_all(&p);
+		int busy = poll_all(&p) + release_held(&p);
 		uint64_t now = kvf_monotonic_ns();
 
 		if (busy)

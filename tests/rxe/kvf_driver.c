@@ -35,10 +35,36 @@
  * (its /metrics and /rooms stay up for the scenario to read).
  * --ready-file: written once the pool is registered and the first window of
  * rooms is created (a prefill is then ready for its peer).
+ * Chaos options (scripts/chaos.sh, docs/chaos.md):
+ * --abort-every N [--abort-at create|wait]: kvf_abort every Nth room (index
+ *   % N == N - 1) right after creating it, or once it is past creation
+ *   (prefill: WAITING_FOR_INPUT, after send(); decode: once init()ed).
+ * --start-delay S: progress S seconds before creating the first room (a
+ *   prefill then hears ROOM_INFOs and ABORTs before its rooms exist).
+ * --kill-after N: SIGKILL this process once N rooms are terminal.
+ * --deadline S: every room must be terminal S seconds after its creation;
+ *   one terminal later than S + 1 s, or never, is "pinned". The summary
+ *   line "driver: chaos ..." gives pinned and the worst lateness.
+ * --clock-scale X: the engine's clock (kvf_engine_set_clock) runs X times
+ *   faster than CLOCK_MONOTONIC: config deadlines are whole seconds, so
+ *   deadlines.*_s = 1 with X = 20 is a 50 ms deadline.
+ * --leak-check: "driver: leaks": fds open and malloc's bytes in use before
+ *   the engine (after a first engine was opened and closed: the libraries'
+ *   one-time setup) against after it is closed (fds, heap_bytes); and, for
+ *   the reader, the heap once the first room was terminal against once the
+ *   last was released (heap_run: high-water marks such as a send queue's
+ *   grown array show there).
+ * --sample-every N: "driver: sample" with RSS, fds and heap bytes every N
+ *   terminal rooms (the soak).
+ * A hard alarm at --timeout + 60 s kills a driver that hangs anywhere.
  * Exit: 0 all rooms terminal and released, 2 timeout, 1 setup error.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <malloc.h>
+#include <signal.h>
+#include <unistd.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,13 +86,61 @@ struct opts {
 	uint32_t rooms, nbufs, bpr, pool_blocks, window;
 	uint64_t block_size, first_id;
 	double timeout_s, stop_on_lost, linger;
+	uint32_t abort_every, kill_after, sample_every;
+	bool abort_at_create, leak_check;
+	double start_delay, deadline, clock_scale;
 };
+
+/* What a process holds, from /proc and malloc. */
+struct held {
+	long fds, rss_kb;
+	size_t heap;
+};
+
+static long count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	long n = -1; /* the DIR's own fd */
+
+	if (!d)
+		return -1;
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n - 2; /* . and .. */
+}
+
+static struct held held_now(void)
+{
+	struct held h = { .fds = count_fds() };
+	struct mallinfo2 mi = mallinfo2();
+	FILE *f = fopen("/proc/self/statm", "r");
+	long pages = 0, res = 0;
+
+	if (f) {
+		if (fscanf(f, "%ld %ld", &pages, &res) != 2)
+			res = 0;
+		fclose(f);
+	}
+	h.rss_kb = res * (sysconf(_SC_PAGESIZE) / 1024);
+	h.heap = mi.uordblks + mi.hblkhd;
+	return h;
+}
+
+static double clock_scale = 1;
+static uint64_t scaled_clock(void *arg)
+{
+	(void)arg;
+	return (uint64_t)(kvt_mono() * clock_scale * 1e9);
+}
 
 struct room {
 	kvf_room h;
 	uint8_t st;        /* 0 not created, 1 live, 2 terminal (unreleased), 3 released */
 	int last;          /* last non-terminal state seen */
 	double created;
+	double done;       /* when it became terminal */
+	bool aborted;
 };
 
 static void usage(void)
@@ -75,6 +149,8 @@ static void usage(void)
 		"  [--print-listen] [--rooms N] [--first-id ID]\n"
 		"  [--buffers B] [--block-size S] [--blocks-per-room K] [--pool-blocks P]\n"
 		"  [--window W] [--timeout S] [--ready-file PATH] [--stop-on-lost S] [--linger S]\n"
+		"  [--abort-every N] [--abort-at create|wait] [--start-delay S] [--kill-after N]\n"
+		"  [--deadline S] [--clock-scale X] [--leak-check] [--sample-every N]\n"
 		"       kvf_driver --now\n");
 	exit(1);
 }
@@ -82,7 +158,7 @@ static void usage(void)
 static void parse(int argc, char **argv, struct opts *o)
 {
 	*o = (struct opts){.rooms = 8, .nbufs = 4, .bpr = 4, .block_size = 16384,
-			   .first_id = 0x1000, .timeout_s = 60};
+			   .first_id = 0x1000, .timeout_s = 60, .clock_scale = 1};
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 
@@ -90,8 +166,8 @@ static void parse(int argc, char **argv, struct opts *o)
 			printf("%.6f\n", kvt_mono());
 			exit(0);
 		}
-		if (!strcmp(a, "--print-listen")) {
-			o->print_listen = true;
+		if (!strcmp(a, "--print-listen") || !strcmp(a, "--leak-check")) {
+			*(a[2] == 'p' ? &o->print_listen : &o->leak_check) = true;
 			continue;
 		}
 		if (!v)
@@ -111,6 +187,14 @@ static void parse(int argc, char **argv, struct opts *o)
 		else if (!strcmp(a, "--ready-file")) o->ready_file = v;
 		else if (!strcmp(a, "--stop-on-lost")) o->stop_on_lost = atof(v);
 		else if (!strcmp(a, "--linger")) o->linger = atof(v);
+		else if (!strcmp(a, "--abort-every")) o->abort_every = (uint32_t)strtoul(v, NULL, 0);
+		else if (!strcmp(a, "--abort-at") && (!strcmp(v, "create") || !strcmp(v, "wait")))
+			o->abort_at_create = !strcmp(v, "create");
+		else if (!strcmp(a, "--start-delay")) o->start_delay = atof(v);
+		else if (!strcmp(a, "--kill-after")) o->kill_after = (uint32_t)strtoul(v, NULL, 0);
+		else if (!strcmp(a, "--deadline")) o->deadline = atof(v);
+		else if (!strcmp(a, "--clock-scale")) o->clock_scale = atof(v);
+		else if (!strcmp(a, "--sample-every")) o->sample_every = (uint32_t)strtoul(v, NULL, 0);
 		else usage();
 	}
 	if (!o->role || (!o->config && !o->nsets) || (strcmp(o->role, "prefill") && strcmp(o->role, "decode")))
@@ -148,6 +232,10 @@ static int open_engine(struct opts *o, kvf_engine **eng)
 		       o->config ? o->config : "no file", o->nsets, strerror(-rc), err);
 		return rc;
 	}
+	if (o->clock_scale != 1) {
+		clock_scale = o->clock_scale;
+		kvf_engine_set_clock(*eng, scaled_clock, NULL);
+	}
 	if (!o->print_listen)
 		return 0;
 	rc = kvf_engine_listen_addr(*eng, host, sizeof(host), &port);
@@ -161,230 +249,420 @@ static int open_engine(struct opts *o, kvf_engine **eng)
 	return 0;
 }
 
+struct run {
+	struct opts *o;
+	kvf_engine *eng;
+	struct room *rooms;
+	uint8_t **bufs;
+	bool prefill, stopping, ready;
+	struct held base;  /* --leak-check: at the first terminal room */
+	uint32_t next, lo, ok, failed, released, bad_total, stuck, terminal, aborted;
+	uint32_t last_count; /* terminal + created at the last turn */
+	uint32_t by_reason[KVF_FAIL_NUM];
+	double t0, lost_at;
+};
+
+static int alloc_bufs(struct run *R)
+{
+	struct opts *o = R->o;
+
+	R->bufs = calloc(o->nbufs, sizeof(*R->bufs));
+	if (!R->bufs)
+		return -1;
+	for (uint32_t k = 0; k < o->nbufs; k++) {
+		size_t len = (size_t)o->block_size * o->pool_blocks;
+
+		if (posix_memalign((void **)&R->bufs[k], 4096, len))
+			return -1;
+		for (uint32_t b = 0; b < o->pool_blocks; b++) {
+			uint64_t *w = (uint64_t *)(R->bufs[k] + (size_t)b * o->block_size);
+
+			for (uint64_t x = 0; x < o->block_size / 8; x++)
+				w[x] = R->prefill ? kvt_word(k, b, x) : 0;
+		}
+	}
+	return 0;
+}
+
+static void maybe_abort(struct run *R, uint32_t i)
+{
+	struct room *r = &R->rooms[i];
+
+	if (!R->o->abort_every || i % R->o->abort_every != R->o->abort_every - 1 || r->aborted)
+		return;
+	r->aborted = true;
+	R->aborted++;
+	kvf_abort(R->eng, r->h);
+}
+
+static int create_one(struct run *R, uint32_t i)
+{
+	struct opts *o = R->o;
+	struct room *r = &R->rooms[i];
+	uint32_t blocks[4096];
+	int rc;
+
+	if (R->prefill)
+		return kvf_sender_create(R->eng, o->first_id + i, &r->h);
+	for (uint32_t k = 0; k < o->nbufs; k++)
+		for (uint32_t j = 0; j < o->bpr; j++)
+			memset(R->bufs[k] + (size_t)kvt_dst_block(i, j, o->bpr, o->pool_blocks) *
+				       o->block_size, 0xdd, o->block_size);
+	rc = kvf_receiver_create(R->eng, o->first_id + i, NULL, &r->h);
+	if (rc)
+		return rc;
+	for (uint32_t j = 0; j < o->bpr; j++)
+		blocks[j] = kvt_dst_block(i, j, o->bpr, o->pool_blocks);
+	rc = kvf_receiver_init(R->eng, r->h, blocks, o->bpr);
+	if (rc && rc != -ECANCELED && rc != -ENOTCONN && rc != -EHOSTUNREACH)
+		printf("driver: kvf_receiver_init(room %u): %s\n", i, strerror(-rc));
+	return 0; /* failed at once: reported when polled */
+}
+
+/* --ready-file: once the first window of rooms is created, or at once with
+ * --start-delay (a peer then talks to us before our rooms exist). */
+static void write_ready(struct run *R)
+{
+	struct opts *o = R->o;
+	FILE *f;
+
+	if (!o->ready_file || R->ready)
+		return;
+	R->ready = true;
+	f = fopen(o->ready_file, "w");
+	if (f) {
+		if (o->listen[0])
+			fprintf(f, "%s\n", o->listen);
+		fclose(f);
+	}
+	printf("driver: ready t=%.6f\n", kvt_mono());
+}
+
+/* Create while the window allows. */
+static int create_rooms(struct run *R)
+{
+	struct opts *o = R->o;
+
+	while (!R->stopping && R->next < o->rooms &&
+	       (R->next < o->window || R->rooms[R->next - o->window].st == 3)) {
+		struct room *r = &R->rooms[R->next];
+		int rc = create_one(R, R->next);
+
+		if (rc) {
+			printf("driver: creating room %u: %s\n", R->next, strerror(-rc));
+			return rc;
+		}
+		r->st = 1;
+		r->last = KVF_BOOTSTRAPPING;
+		r->created = kvt_mono();
+		if (o->abort_at_create)
+			maybe_abort(R, R->next);
+		R->next++;
+		if (R->next == o->window)
+			write_ready(R);
+	}
+	return 0;
+}
+
+static uint32_t check_bytes(struct run *R, uint32_t i)
+{
+	struct opts *o = R->o;
+	uint32_t bad = 0;
+
+	for (uint32_t k = 0; k < o->nbufs; k++)
+		for (uint32_t j = 0; j < o->bpr; j++) {
+			uint32_t db = kvt_dst_block(i, j, o->bpr, o->pool_blocks);
+			uint32_t sb = kvt_src_block(i, j, o->bpr, o->pool_blocks);
+			const uint64_t *w = (const uint64_t *)(R->bufs[k] + (size_t)db * o->block_size);
+
+			for (uint64_t x = 0; x < o->block_size / 8; x++)
+				bad += w[x] != kvt_word(k, sb, x);
+		}
+	return bad;
+}
+
+static void print_sample(struct run *R)
+{
+	struct held h = held_now();
+
+	printf("driver: sample rooms=%u rss_kb=%ld fds=%ld heap=%zu t=%.3f\n", R->terminal,
+	       h.rss_kb, h.fds, h.heap, kvt_mono() - R->t0);
+}
+
+static void on_terminal(struct run *R, uint32_t i, int st)
+{
+	struct room *r = &R->rooms[i];
+	struct kvf_failure f = KVF_FAILURE_INIT;
+	double t = kvt_mono();
+
+	r->st = 2;
+	r->done = t;
+	R->terminal++;
+	if (R->terminal == 1 && R->o->leak_check)
+		R->base = held_now();
+	if (st == KVF_SUCCESS) {
+		uint32_t bad = R->prefill ? 0 : check_bytes(R, i);
+
+		R->bad_total += bad;
+		R->ok++;
+		printf("room %u id=%#" PRIx64 " SUCCESS from=%s created=%.6f t=%.6f bad_words=%u\n",
+		       i, R->o->first_id + i, kvf_poll_str(r->last), r->created, t, bad);
+	} else {
+		kvf_failure(R->eng, r->h, &f);
+		R->failed++;
+		R->by_reason[f.reason < KVF_FAIL_NUM ? f.reason : 0]++;
+		printf("room %u id=%#" PRIx64 " FAILED reason=%s wc_status=%d err=%d from=%s "
+		       "created=%.6f t=%.6f detail=\"%s\"\n", i, R->o->first_id + i,
+		       token(kvf_fail_reason_str(f.reason)), f.wc_status, f.err,
+		       kvf_poll_str(r->last), r->created, t, f.detail);
+		if (f.reason == KVF_FAIL_PEER_LOST && R->o->stop_on_lost > 0 && !R->stopping) {
+			R->stopping = true;
+			R->lost_at = t;
+		}
+	}
+	if (R->o->sample_every && R->terminal % R->o->sample_every == 0)
+		print_sample(R);
+	if (R->o->kill_after && R->terminal == R->o->kill_after) {
+		printf("driver: SIGKILL self after %u terminal rooms t=%.6f\n", R->terminal, t);
+		fflush(stdout);
+		raise(SIGKILL);
+	}
+}
+
+static void poll_room(struct run *R, uint32_t i)
+{
+	struct opts *o = R->o;
+	struct room *r = &R->rooms[i];
+	uint32_t blocks[4096];
+	int st = kvf_poll(R->eng, r->h), rc;
+
+	if (r->st == 1 && R->prefill && st == KVF_WAITING_FOR_INPUT) {
+		r->last = st;
+		for (uint32_t j = 0; j < o->bpr; j++)
+			blocks[j] = kvt_src_block(i, j, o->bpr, o->pool_blocks);
+		rc = kvf_sender_send(R->eng, r->h, blocks, o->bpr);
+		if (rc && rc != -ECANCELED && rc != -EMSGSIZE && rc != -ERANGE)
+			printf("driver: kvf_sender_send(room %u): %s\n", i, strerror(-rc));
+		if (!o->abort_at_create)
+			maybe_abort(R, i);
+		st = kvf_poll(R->eng, r->h);
+	} else if (r->st == 1 && !R->prefill && !o->abort_at_create && st != KVF_BOOTSTRAPPING) {
+		maybe_abort(R, i);
+		st = kvf_poll(R->eng, r->h);
+	}
+	if (r->st == 1 && st != KVF_SUCCESS && st != KVF_FAILED) {
+		r->last = st;
+		return;
+	}
+	if (r->st == 1)
+		on_terminal(R, i, st);
+	/* terminal: hand the slot back once quiescent */
+	if (kvf_release(R->eng, r->h) == 0) {
+		r->st = 3;
+		R->released++;
+	}
+}
+
+/* --stop-on-lost: rooms still live S seconds after the first peer loss are
+ * STUCK (aborted so the driver can exit); released ones get 5 s. */
+static void stop_stuck(struct run *R)
+{
+	for (uint32_t i = 0; i < R->next; i++) {
+		struct room *r = &R->rooms[i];
+
+		if (r->st != 1)
+			continue;
+		R->stuck++;
+		printf("room %u id=%#" PRIx64 " STUCK state=%s %.1f s after the first peer "
+		       "loss (aborted by the driver)\n", i, R->o->first_id + i,
+		       kvf_poll_str(kvf_poll(R->eng, r->h)), kvt_mono() - R->lost_at);
+		kvf_abort(R->eng, r->h);
+		r->st = 2;
+	}
+	for (double until = kvt_mono() + 5; kvt_mono() < until;) {
+		bool left = false;
+
+		kvf_progress(R->eng);
+		for (uint32_t i = 0; i < R->next; i++) {
+			if (R->rooms[i].st == 2 && kvf_release(R->eng, R->rooms[i].h) == 0) {
+				R->rooms[i].st = 3;
+				R->released++;
+			}
+			left |= R->rooms[i].st == 2;
+		}
+		if (!left)
+			break;
+	}
+}
+
+/* 0 all done, 1 stopped, 2 timed out, -1 a room could not be created. */
+static int run_rooms(struct run *R)
+{
+	struct opts *o = R->o;
+
+	if (o->start_delay > 0)
+		write_ready(R);
+	for (double until = kvt_mono() + o->start_delay; kvt_mono() < until;)
+		kvf_progress(R->eng);
+	for (;;) {
+		uint32_t was = R->terminal + R->next;
+
+		if (kvf_progress(R->eng) == 0 && was == R->last_count) {
+			/* nothing moved: let the pollers of a 2-vCPU guest run */
+			struct timespec pause = { .tv_nsec = 50000 };
+
+			nanosleep(&pause, NULL);
+		}
+		R->last_count = was;
+		if (create_rooms(R))
+			return -1;
+		while (R->lo < R->next && R->rooms[R->lo].st == 3)
+			R->lo++;
+		for (uint32_t i = R->lo; i < R->next; i++)
+			if (R->rooms[i].st != 3)
+				poll_room(R, i);
+		if (R->stopping && kvt_mono() - R->lost_at > o->stop_on_lost) {
+			stop_stuck(R);
+			return 1;
+		}
+		if (R->lo == R->next && (R->next == o->rooms || R->stopping))
+			return 0;
+		if (kvt_mono() - R->t0 > o->timeout_s + o->start_delay) {
+			printf("driver: TIMEOUT after %.0f s; live rooms:\n", o->timeout_s);
+			fflush(stdout);
+			kvf_dump(R->eng, stdout);
+			return 2;
+		}
+	}
+}
+
+/* Pinned: not terminal by created + --deadline + 1 s: terminal later, or
+ * still live past it. One still live and not yet past it (the driver's
+ * --timeout came first) is "unfinished", not pinned. */
+static void chaos_line(struct run *R)
+{
+	uint32_t pinned = 0, unfinished = 0;
+	double worst = 0, life = 0;
+
+	for (uint32_t i = 0; i < R->next; i++) {
+		struct room *r = &R->rooms[i];
+		double late = (r->done ? r->done : kvt_mono()) - (r->created + R->o->deadline);
+
+		if (late > worst)
+			worst = late;
+		if (r->done && r->done - r->created > life)
+			life = r->done - r->created;
+		unfinished += !r->done && late <= 1;
+		if (late > 1) {
+			pinned++;
+			printf("room %u id=%#" PRIx64 " PINNED %s %.3f s past its deadline\n", i,
+			       R->o->first_id + i, r->done ? "terminal" : "still live", late);
+		}
+	}
+	printf("driver: chaos role=%s rooms=%u created=%u ok=%u failed=%u aborted=%u pinned=%u "
+	       "unfinished=%u worst_late=%.3f worst_life=%.3f bad_words=%u\n", R->o->role,
+	       R->o->rooms, R->next, R->ok, R->failed, R->aborted, pinned, unfinished,
+	       worst > 0 ? worst : 0, life, R->bad_total);
+}
+
+static void summary(struct run *R)
+{
+	double secs = kvt_mono() - R->t0;
+	struct opts *o = R->o;
+
+	printf("driver: role=%s rooms=%u ok=%u failed=%u stuck=%u bad_words=%u released=%u "
+	       "created=%u seconds=%.3f gbit=%.4f end=%.6f\n", o->role, o->rooms, R->ok, R->failed,
+	       R->stuck, R->bad_total, R->released, R->next, secs,
+	       (double)R->ok * o->nbufs * o->bpr * (double)o->block_size * 8 / secs / 1e9,
+	       kvt_mono());
+	printf("driver: failures:");
+	for (int k = 1; k < KVF_FAIL_NUM; k++)
+		if (R->by_reason[k])
+			printf(" %s=%u", token(kvf_fail_reason_str((enum kvf_fail_reason)k)),
+			       R->by_reason[k]);
+	printf("\n");
+	if (o->deadline > 0)
+		chaos_line(R);
+	fflush(stdout);
+}
+
+/* --leak-check: the libraries' one-time allocations (verbs providers,
+ * rdma_cm) are made by a first engine, so the second is measured alone. */
+static void warm_up(struct opts *o)
+{
+	kvf_engine *eng = NULL;
+	bool pl = o->print_listen;
+
+	o->print_listen = false;
+	if (open_engine(o, &eng) == 0)
+		kvf_engine_close(eng);
+	o->print_listen = pl;
+}
+
 int main(int argc, char **argv)
 {
 	struct opts o;
-	kvf_engine *eng = NULL;
-	struct room *rooms;
-	uint8_t **bufs;
+	struct run R = { .o = &o };
+	struct held before = { 0 }, after = { 0 };
+	size_t heap_growth = 0;
 	uint64_t *bs;
-	bool prefill, stopping = false;
-	uint32_t next = 0, ok = 0, failed = 0, released = 0, bad_total = 0, stuck = 0;
-	uint32_t by_reason[KVF_FAIL_NUM] = {0};
-	double t0, lost_at = 0, secs;
 	int rc, ret = 0;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	parse(argc, argv, &o);
-	prefill = !strcmp(o.role, "prefill");
-	rooms = calloc(o.rooms, sizeof(*rooms));
-	bufs = calloc(o.nbufs, sizeof(*bufs));
+	alarm((unsigned)(o.timeout_s + o.start_delay) + 60); /* never hang the suite */
+	R.prefill = !strcmp(o.role, "prefill");
+	R.rooms = calloc(o.rooms, sizeof(*R.rooms));
 	bs = calloc(o.nbufs, sizeof(*bs));
-	if (!rooms || !bufs || !bs)
+	if (!R.rooms || !bs)
 		return 1;
-	rc = open_engine(&o, &eng);
-	if (rc)
-		return 1;
-	for (uint32_t k = 0; k < o.nbufs; k++) {
-		size_t len = (size_t)o.block_size * o.pool_blocks;
-
-		bs[k] = o.block_size;
-		if (posix_memalign((void **)&bufs[k], 4096, len))
-			return 1;
-		for (uint32_t b = 0; b < o.pool_blocks; b++) {
-			uint64_t *w = (uint64_t *)(bufs[k] + (size_t)b * o.block_size);
-
-			for (uint64_t x = 0; x < o.block_size / 8; x++)
-				w[x] = prefill ? kvt_word(k, b, x) : 0;
-		}
+	if (o.leak_check) {
+		warm_up(&o);
+		before = held_now();
 	}
-	rc = kvf_pool_register(eng, o.nbufs, (void *const *)bufs, bs, o.pool_blocks);
+	if (open_engine(&o, &R.eng) || alloc_bufs(&R))
+		return 1;
+	for (uint32_t k = 0; k < o.nbufs; k++)
+		bs[k] = o.block_size;
+	rc = kvf_pool_register(R.eng, o.nbufs, (void *const *)R.bufs, bs, o.pool_blocks);
 	if (rc) {
 		printf("driver: SETUP FAILED: kvf_pool_register: %s\n", strerror(-rc));
-		kvf_engine_close(eng);
+		kvf_engine_close(R.eng);
 		return 1;
 	}
-	t0 = kvt_mono();
+	R.t0 = kvt_mono();
 	printf("driver: role=%s start t=%.6f rooms=%u buffers=%u block_size=%" PRIu64
-	       " blocks_per_room=%u pool_blocks=%u window=%u\n", o.role, t0, o.rooms, o.nbufs,
+	       " blocks_per_room=%u pool_blocks=%u window=%u\n", o.role, R.t0, o.rooms, o.nbufs,
 	       o.block_size, o.bpr, o.pool_blocks, o.window);
-	for (;;) {
-		uint32_t blocks[4096];
-		bool all_done = true;
-
-		kvf_progress(eng);
-		/* create while the window allows */
-		while (!stopping && next < o.rooms &&
-		       (next < o.window || rooms[next - o.window].st == 3)) {
-			struct room *r = &rooms[next];
-			uint64_t id = o.first_id + next;
-
-			if (prefill) {
-				rc = kvf_sender_create(eng, id, &r->h);
-			} else {
-				for (uint32_t k = 0; k < o.nbufs; k++)
-					for (uint32_t j = 0; j < o.bpr; j++)
-						memset(bufs[k] + (size_t)kvt_dst_block(next, j, o.bpr, o.pool_blocks) *
-							       o.block_size, 0xdd, o.block_size);
-				rc = kvf_receiver_create(eng, id, NULL, &r->h);
-				for (uint32_t j = 0; !rc && j < o.bpr; j++)
-					blocks[j] = kvt_dst_block(next, j, o.bpr, o.pool_blocks);
-				if (!rc) {
-					rc = kvf_receiver_init(eng, r->h, blocks, o.bpr);
-					if (rc == -ECANCELED || rc == -ENOTCONN || rc == -EHOSTUNREACH)
-						rc = 0; /* failed at once: reported when polled */
-					else if (rc)
-						printf("driver: kvf_receiver_init(room %u): %s\n", next,
-						       strerror(-rc));
-					rc = 0;
-				}
-			}
-			if (rc) {
-				printf("driver: creating room %u: %s\n", next, strerror(-rc));
-				ret = 1;
-				goto out;
-			}
-			r->st = 1;
-			r->last = KVF_BOOTSTRAPPING;
-			r->created = kvt_mono();
-			next++;
-			if (next == o.window && o.ready_file) {
-				FILE *f = fopen(o.ready_file, "w");
-
-				if (f) {
-					if (o.listen[0])
-						fprintf(f, "%s\n", o.listen);
-					fclose(f);
-				}
-				printf("driver: ready t=%.6f\n", kvt_mono());
-			}
-		}
-		for (uint32_t i = 0; i < next; i++) {
-			struct room *r = &rooms[i];
-			int st;
-
-			if (r->st == 3)
-				continue;
-			all_done = false;
-			st = kvf_poll(eng, r->h);
-			if (r->st == 1 && prefill && st == KVF_WAITING_FOR_INPUT) {
-				r->last = st;
-				for (uint32_t j = 0; j < o.bpr; j++)
-					blocks[j] = kvt_src_block(i, j, o.bpr, o.pool_blocks);
-				rc = kvf_sender_send(eng, r->h, blocks, o.bpr);
-				if (rc && rc != -ECANCELED && rc != -EMSGSIZE && rc != -ERANGE)
-					printf("driver: kvf_sender_send(room %u): %s\n", i, strerror(-rc));
-				st = kvf_poll(eng, r->h);
-			}
-			if (r->st == 1 && st != KVF_SUCCESS && st != KVF_FAILED) {
-				r->last = st;
-				continue;
-			}
-			if (r->st == 1) {
-				struct kvf_failure f = KVF_FAILURE_INIT;
-				double t = kvt_mono();
-
-				r->st = 2;
-				if (st == KVF_SUCCESS) {
-					uint32_t bad = 0;
-
-					if (!prefill) {
-						for (uint32_t k = 0; k < o.nbufs; k++)
-							for (uint32_t j = 0; j < o.bpr; j++) {
-								uint32_t db = kvt_dst_block(i, j, o.bpr, o.pool_blocks);
-								uint32_t sb = kvt_src_block(i, j, o.bpr, o.pool_blocks);
-								const uint64_t *w = (const uint64_t *)(bufs[k] +
-									(size_t)db * o.block_size);
-
-								for (uint64_t x = 0; x < o.block_size / 8; x++)
-									bad += w[x] != kvt_word(k, sb, x);
-							}
-					}
-					bad_total += bad;
-					ok++;
-					printf("room %u id=%#" PRIx64 " SUCCESS from=%s created=%.6f t=%.6f "
-					       "bad_words=%u\n", i, o.first_id + i, kvf_poll_str(r->last),
-					       r->created, t, bad);
-				} else {
-					kvf_failure(eng, r->h, &f);
-					failed++;
-					by_reason[f.reason < KVF_FAIL_NUM ? f.reason : 0]++;
-					printf("room %u id=%#" PRIx64 " FAILED reason=%s wc_status=%d err=%d "
-					       "from=%s created=%.6f t=%.6f detail=\"%s\"\n", i, o.first_id + i,
-					       token(kvf_fail_reason_str(f.reason)), f.wc_status, f.err,
-					       kvf_poll_str(r->last), r->created, t, f.detail);
-					if (f.reason == KVF_FAIL_PEER_LOST && o.stop_on_lost > 0 && !stopping) {
-						stopping = true;
-						lost_at = t;
-					}
-				}
-			}
-			/* terminal: hand the slot back once quiescent */
-			if (kvf_release(eng, r->h) == 0) {
-				r->st = 3;
-				released++;
-			}
-		}
-		if (stopping && kvt_mono() - lost_at > o.stop_on_lost) {
-			for (uint32_t i = 0; i < next; i++) {
-				struct room *r = &rooms[i];
-
-				if (r->st != 1)
-					continue;
-				stuck++;
-				printf("room %u id=%#" PRIx64 " STUCK state=%s %.1f s after the first peer "
-				       "loss (aborted by the driver)\n", i, o.first_id + i,
-				       kvf_poll_str(kvf_poll(eng, r->h)), kvt_mono() - lost_at);
-				kvf_abort(eng, r->h);
-				r->st = 2;
-			}
-			/* give released rooms a moment to quiesce, then stop */
-			double until = kvt_mono() + 5;
-
-			while (kvt_mono() < until) {
-				bool left = false;
-
-				kvf_progress(eng);
-				for (uint32_t i = 0; i < next; i++) {
-					if (rooms[i].st == 2 && kvf_release(eng, rooms[i].h) == 0) {
-						rooms[i].st = 3;
-						released++;
-					}
-					left |= rooms[i].st == 2;
-				}
-				if (!left)
-					break;
-			}
-			break;
-		}
-		if (all_done && (next == o.rooms || stopping))
-			break;
-		if (kvt_mono() - t0 > o.timeout_s) {
-			printf("driver: TIMEOUT after %.0f s; live rooms:\n", o.timeout_s);
-			fflush(stdout);
-			kvf_dump(eng, stdout);
-			ret = 2;
-			break;
-		}
+	if (o.sample_every)
+		print_sample(&R);
+	rc = run_rooms(&R);
+	ret = rc < 0 ? 1 : rc == 2 ? 2 : 0;
+	if (o.leak_check) {
+		after = held_now();
+		heap_growth = after.heap > R.base.heap && R.terminal ? after.heap - R.base.heap : 0;
 	}
-out:
-	secs = kvt_mono() - t0;
-	printf("driver: role=%s rooms=%u ok=%u failed=%u stuck=%u bad_words=%u released=%u "
-	       "created=%u seconds=%.3f gbit=%.4f end=%.6f\n", o.role, o.rooms, ok, failed, stuck,
-	       bad_total, released, next, secs,
-	       (double)ok * o.nbufs * o.bpr * (double)o.block_size * 8 / secs / 1e9, kvt_mono());
-	printf("driver: failures:");
-	for (int k = 1; k < KVF_FAIL_NUM; k++)
-		if (by_reason[k])
-			printf(" %s=%u", token(kvf_fail_reason_str((enum kvf_fail_reason)k)), by_reason[k]);
-	printf("\n");
-	fflush(stdout);
+	summary(&R);
 	for (double until = kvt_mono() + o.linger; kvt_mono() < until;) {
 		struct timespec ms = { .tv_nsec = 1000000 };
 
-		kvf_progress(eng);
+		kvf_progress(R.eng);
 		nanosleep(&ms, NULL);
 	}
-	kvf_engine_close(eng);
+	kvf_engine_close(R.eng);
+	for (uint32_t k = 0; k < o.nbufs; k++)
+		free(R.bufs[k]);
+	free(R.bufs);
+	if (o.leak_check) {
+		struct held closed = held_now();
+
+		printf("driver: leaks fds=%ld heap_bytes=%lld heap_run=%zu fds_start=%ld heap_start=%zu "
+		       "heap_first=%zu heap_last=%zu rss_kb_first=%ld rss_kb_last=%ld\n",
+		       closed.fds - before.fds, (long long)closed.heap - (long long)before.heap,
+		       heap_growth, before.fds, before.heap, R.base.heap, after.heap, R.base.rss_kb,
+		       after.rss_kb);
+	}
+	free(R.rooms);
+	free(bs);
 	return ret;
 }

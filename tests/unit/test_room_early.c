@@ -108,3 +108,78 @@ Test(room_early, every_early_entry_has_one_counted_outcome, .timeout = 120)
 	cr_assert_eq(st.tombstones_live + st.early_infos_live, 0);
 	kvf_engine_close(eng);
 }
+
+/* Issue 13, defect 13 for tombstones: an ABORT that came on one connection
+ * before its receiver room existed fails that room only when the room is
+ * bound to the same connection (here: its ROOM_INFO went out on conn 7). */
+Test(room_early, receiver_tombstone_applies_only_to_its_connection)
+{
+	struct kvf_config cfg;
+	struct kvf_stats st = KVF_STATS_INIT;
+	struct fake f;
+	uint32_t blk = 0;
+	kvf_engine *eng;
+	kvf_room a, b;
+
+	fake_cfg(&cfg);
+	eng = fake_engine(&cfg, &f);
+	cr_assert_not_null(eng);
+	push_abort(eng, 0x51, KVF_RECEIVER, 8); /* another connection's */
+	push_abort(eng, 0x52, KVF_RECEIVER, 7); /* the room's own connection's */
+	kvf_progress(eng);
+	cr_assert_eq(kvf_receiver_create(eng, 0x51, "10.0.0.1:1", &a), 0);
+	cr_assert_eq(kvf_receiver_init(eng, a, &blk, 1), 0);
+	cr_assert_eq(kvf_poll(eng, a), KVF_WAITING_FOR_INPUT, "conn 8's tombstone is not for it");
+	blk = 1;
+	cr_assert_eq(kvf_receiver_create(eng, 0x52, "10.0.0.1:1", &b), 0);
+	if (kvf_poll(eng, b) != KVF_FAILED) /* conn 7 known at creation: failed at once */
+		cr_assert_eq(kvf_receiver_init(eng, b, &blk, 1), -ECANCELED);
+	cr_assert_eq(kvf_poll(eng, b), KVF_FAILED);
+	cr_assert_eq(kvf_stats(eng, &st), 0);
+	cr_assert_eq(st.tombstones_applied, 1);
+	cr_assert_eq(st.tombstones_live, 1, "conn 8's stays until its TTL");
+	fake_clock += (cfg.tombstone_ttl_s + 1) * SEC;
+	kvf_progress(eng);
+	cr_assert_eq(kvf_stats(eng, &st), 0);
+	cr_assert_eq(st.tombstones_expired, 1);
+	cr_assert_eq(kvf_poll(eng, a), KVF_WAITING_FOR_INPUT);
+	kvf_engine_close(eng);
+}
+
+/* Parked ROOM_INFOs are bounded in bytes: past engine.max_parked_info_bytes
+ * one more is refused, counted, and answered with an ABORT. */
+Test(room_early, parked_infos_are_bounded_in_bytes)
+{
+	struct kvf_config cfg;
+	struct kvf_stats st = KVF_STATS_INIT;
+	struct fake f;
+	kvf_engine *eng;
+	uint32_t n = 4000; /* items per info: ~16 KiB each */
+	uint64_t one;
+
+	fake_cfg(&cfg);
+	cfg.max_parked_info_bytes = 64 * 1024;
+	eng = fake_engine(&cfg, &f);
+	cr_assert_not_null(eng);
+	for (uint64_t id = 1; id <= 8; id++)
+		push_info(eng, id, 7, 0x100000001ull, n);
+	kvf_progress(eng);
+	cr_assert_eq(kvf_stats(eng, &st), 0);
+	one = sizeof(struct kvf_peer_info) + n * sizeof(uint32_t);
+	cr_assert_eq(st.early_infos_parked, cfg.max_parked_info_bytes / one);
+	cr_assert_eq(st.early_infos_refused, 8 - st.early_infos_parked);
+	cr_assert_leq(eng->early.info_bytes, cfg.max_parked_info_bytes);
+	cr_assert_eq(eng->early.info_bytes, st.early_infos_parked * one);
+	cr_assert_eq(f.aborts, (int)st.early_infos_refused, "each refused one is aborted");
+	cr_assert_eq(f.abort_role, KVF_RECEIVER);
+	/* The bytes come back as parked infos leave: one more fits again. */
+	fake_clock += (cfg.tombstone_ttl_s + 1) * SEC;
+	kvf_progress(eng);
+	cr_assert_eq(eng->early.info_bytes, 0);
+	push_info(eng, 9, 7, 0x100000001ull, n);
+	kvf_progress(eng);
+	cr_assert_eq(kvf_stats(eng, &st), 0);
+	cr_assert_eq(st.early_infos_live, 1);
+	check_books(eng);
+	kvf_engine_close(eng);
+}
