@@ -9,20 +9,29 @@
  * is a function of (layer, kind, token, global head, byte) (gval below),
  * the token being the page's index in the window's pool x page_tokens + t,
  * so the decode side checks what landed without talking to the prefill.
+ * A room may join several ranks: a prefill's --receivers N makes it a
+ * fan-out to N decode ranks (kvf_sender_create_fanout), a decode's --peer
+ * given more than once a fan-in from those prefill ranks
+ * (kvf_receiver_create_fanin), every sender covering the whole list and
+ * writing what its geometry holds of it (its heads, its layers).
  *
  *   ranks_driver --role prefill|decode [--config F] [--set KEY=VALUE]...
  *     [--heads H (8)] [--tp T (1)] [--rank R (0)] [--layers A:B (0:2)]
  *     [--page-tokens P (16)] [--head-bytes HB (128)] [--rooms N (8)]
  *     [--pages K (4) per room] [--window W (rooms)] [--first-id ID (0x9000)]
  *     [--src TP:RANK:A:B]... [--no-geometry] [--expect-fail] [--check-at-end]
- *     [--serve S]
- *     [--timeout S (120)] [--ready-file PATH] [--linger S] [--peer HOST:PORT]
+ *     [--serve S] [--receivers N (1)]
+ *     [--timeout S (120)] [--ready-file PATH] [--linger S] [--peer HOST:PORT]...
  *
  * --src (decode): a sender rank feeding this decode (its TP size, rank and
  * layers), repeatable: a byte of ours is expected from the global tensor
  * when some sender holds its layer and head, and untouched (0xdd)
  * otherwise. Without --src: the prefill is TP 1 with our layers.
- * --peer (decode): the prefill to ask (default: the config's rdma.peer).
+ * --peer (decode): the prefill to ask (default: the config's rdma.peer);
+ * given k > 1 times, a fan-in room fed by those k prefill ranks, in the
+ * order of their --src.
+ * --receivers N (prefill): every room a fan-out to N decode ranks, each
+ * sent the whole list (each decode rank's list is --pages long).
  * Room ids are --first-id + i on both sides; a fan-out or fan-in scenario
  * runs one driver per rank with its --tp/--rank/--layers and, on a decode,
  * one --src per sender rank.
@@ -59,10 +68,10 @@ struct src_rank {
 };
 
 struct opts {
-	const char *role, *config, *ready_file, *peer;
+	const char *role, *config, *ready_file, *peers[MAX_SRC];
 	const char *sets[MAX_SETS];
 	size_t nsets;
-	uint32_t heads, tp, rank, l0, l1, ptok, hb, rooms, pages, window, nsrc;
+	uint32_t heads, tp, rank, l0, l1, ptok, hb, rooms, pages, window, nsrc, npeers, receivers;
 	struct src_rank src[MAX_SRC];
 	uint64_t first_id;
 	bool no_geom, expect_fail, check_at_end;
@@ -91,8 +100,8 @@ static void usage(void)
 		"  [--heads H] [--tp T] [--rank R] [--layers A:B] [--page-tokens P]\n"
 		"  [--head-bytes HB] [--rooms N] [--pages K] [--window W] [--first-id ID]\n"
 		"  [--src TP:RANK:A:B]... [--no-geometry] [--expect-fail] [--check-at-end]\n"
-		"  [--serve S]\n"
-		"  [--timeout S] [--ready-file PATH] [--linger S] [--peer HOST:PORT]\n");
+		"  [--serve S] [--receivers N]\n"
+		"  [--timeout S] [--ready-file PATH] [--linger S] [--peer HOST:PORT]...\n");
 	exit(1);
 }
 
@@ -118,7 +127,8 @@ static void opt_value(const char *a, const char *v)
 			usage();
 	}
 	else if (!strcmp(a, "--role")) o.role = v;
-	else if (!strcmp(a, "--peer")) o.peer = v;
+	else if (!strcmp(a, "--peer") && o.npeers < MAX_SRC) o.peers[o.npeers++] = v;
+	else if (!strcmp(a, "--receivers")) o.receivers = (uint32_t)strtoul(v, NULL, 0);
 	else if (!strcmp(a, "--config")) o.config = v;
 	else if (!strcmp(a, "--set") && o.nsets < MAX_SETS) o.sets[o.nsets++] = v;
 	else if (!strcmp(a, "--heads")) o.heads = (uint32_t)strtoul(v, NULL, 0);
@@ -142,7 +152,7 @@ static void opt_value(const char *a, const char *v)
 static void parse(int argc, char **argv)
 {
 	o = (struct opts){.heads = 8, .tp = 1, .l1 = 2, .ptok = 16, .hb = 128, .rooms = 8,
-			  .pages = 4, .first_id = 0x9000, .timeout_s = 120};
+			  .pages = 4, .first_id = 0x9000, .timeout_s = 120, .receivers = 1};
 	for (int i = 1; i < argc; i++) {
 		if (opt_flag(argv[i]))
 			continue;
@@ -154,7 +164,7 @@ static void parse(int argc, char **argv)
 	if (!o.role || (!o.config && !o.nsets) ||
 	    (strcmp(o.role, "prefill") && strcmp(o.role, "decode")) || !o.tp ||
 	    o.heads % o.tp || o.rank >= o.tp || o.l1 <= o.l0 || !o.ptok || !o.hb || !o.pages ||
-	    o.pages > 4096 || !o.rooms)
+	    o.pages > 4096 || !o.rooms || !o.receivers || (o.npeers > 1 && o.npeers != o.nsrc))
 		usage();
 	if (!o.window || o.window > o.rooms || o.check_at_end)
 		o.window = o.rooms;
@@ -271,9 +281,13 @@ static int create_room(struct run *r, bool prefill)
 	int rc;
 
 	if (prefill)
-		return kvf_sender_create(r->eng, o.first_id + i, &r->h[i]);
+		return kvf_sender_create_fanout(r->eng, o.first_id + i, o.receivers, &r->h[i]);
 	room_pages(i, 1, NULL);
-	rc = kvf_receiver_create(r->eng, o.first_id + i, o.peer, &r->h[i]);
+	if (o.npeers > 1)
+		rc = kvf_receiver_create_fanin(r->eng, o.first_id + i, o.peers, o.npeers, &r->h[i]);
+	else
+		rc = kvf_receiver_create(r->eng, o.first_id + i, o.npeers ? o.peers[0] : NULL,
+					 &r->h[i]);
 	for (uint32_t j = 0; !rc && j < o.pages; j++)
 		blocks[j] = kvt_dst_block(i, j, o.pages, pool);
 	if (!rc) {

@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
 # Issue 9: ranks of different tensor parallelism and pipeline stages, one
-# sender per receiver room (tests/rxe/ranks_driver: prefill on DEV0, decode
-# on DEV1, host memory, every byte checked against the global tensor):
-#   slice     prefill TP1 (heads 0..7) -> decode rank 1 of TP2 (heads 4..7);
-#             then prefill rank 1 of TP2 (heads 4..7) -> decode TP1 (0..7):
-#             it writes only its half, the other half stays untouched
-#   pipeline  a prefill stage holding layers 16..31 -> a decode of 32 layers
-#             (its layers 0..15 untouched)
+# process per rank (tests/rxe/ranks_driver: prefill ranks on DEV0, decode
+# ranks on DEV1, host memory, every byte checked against the global tensor):
+#   tp2to1    prefill TP2 (heads 0..3, 4..7) -> decode TP1 (heads 0..7): one
+#             fan-in room per request fed by both prefill ranks, each
+#             writing its heads of every page
+#   tp1to2    prefill TP1 (heads 0..7) -> decode TP2 (heads 0..3, 4..7): the
+#             prefill's room a fan-out to both decode ranks, each sent its
+#             heads only
+#   stages    a 2-stage prefill (layers 0..15, 16..31), each stage rank 1 of
+#             TP2 (heads 4..7) -> one decode TP1 of 32 layers: fan-in, paired
+#             by global layer; every layer's heads 4..7 written by the stage
+#             holding it, heads 0..3 (nobody's) checked untouched, so a
+#             sender that wrote past its slice would show
 #   mismatch  head_bytes 64 at the prefill, 128 at the decode: the
 #             connection fails, both sides' logs name the buffer and field
 #   bench     a figure: the same receiver bytes head-sliced (TP1 -> TP2
@@ -15,13 +21,14 @@
 #             kvferry_work_requests_posted_total over pages x buffers); and
 #             the same without geometry, which must post exactly the WRs of
 #             equal geometry (the whole-block path, unchanged)
-#   ranks.sh BUILD DEV0 ADDR0 DEV1 ADDR1 slice|pipeline|mismatch|bench [ROOMS]
+#   ranks.sh BUILD DEV0 ADDR0 DEV1 ADDR1 tp2to1|tp1to2|stages|mismatch|bench [ROOMS]
 . "$(dirname "$0")/common.sh"
-mode=${1:?slice|pipeline|mismatch|bench}
+mode=${1:?tp2to1|tp1to2|stages|mismatch|bench}
 rooms=${2:-16}
 RANKS=$BIN/ranks_driver
 [ -x "$RANKS" ] || fail "not built: $RANKS"
-case $mode in slice) port=18761 ;; pipeline) port=18763 ;; mismatch) port=18764 ;; *) port=18765 ;; esac
+case $mode in tp2to1) port=18761 ;; tp1to2) port=18762 ;; stages) port=18763 ;;
+mismatch) port=18764 ;; *) port=18765 ;; esac
 
 # metric PORT NAME : a counter from the engine's /metrics (bash's /dev/tcp)
 metric() {
@@ -77,29 +84,88 @@ pair() {
 		{ show "$W/$name.d.out" "$W/$name.d.log" "$W/$name.p.out" "$W/$name.p.log"; fail "$name: decode exit $drc, prefill exit $prc"; }
 }
 
-shape=(--rooms "$rooms" --pages 4 --window 8 --page-tokens 16 --head-bytes 128)
-case $mode in
-slice)
-	pair tp1_to_tp2r1 "${shape[@]}" --tp 1 --layers 0:4 -- \
-		"${shape[@]}" --tp 2 --rank 1 --layers 0:4 --src 1:0:0:4
-	pair tp2r1_to_tp1 "${shape[@]}" --tp 2 --rank 1 --layers 0:4 -- \
-		"${shape[@]}" --tp 1 --layers 0:4 --src 2:1:0:4
-	for n in tp1_to_tp2r1 tp2r1_to_tp1; do
-		[ "$(summary "$W/$n.d.out" ok)" = "$rooms" ] && [ "$(summary "$W/$n.d.out" bad_bytes)" = 0 ] ||
-			fail "$n: not every room landed right"
+# ranks NAME NP RANK-ARGS -- RANK-ARGS -- ... : NP prefill ranks (each its
+# own engine and port), then the decode ranks, each given --peer for every
+# prefill rank (more than one: a fan-in room). Every rank must exit 0, and
+# every decode rank land all rooms with no bad byte. Outputs in
+# $W/NAME.{p,d}K.{out,log}; $BYTES: the bytes each decode rank checked.
+ranks() {
+	local name=$1 np=$2 args=() all=() pids=() names=() peers=() k=0 i n rc bad=0
+	shift 2
+	port=$((port + 10))
+	while [ $# -gt 0 ]; do
+		args=()
+		while [ $# -gt 0 ] && [ "$1" != -- ]; do args+=("$1"); shift; done
+		[ $# -gt 0 ] && shift
+		if [ $k -lt "$np" ]; then
+			n=p$k
+			engine_conf "$W/$name.$n.conf" "prefill-$name-$k" prefill $((port + k))
+			peers+=(--peer "$ADDR0:$((port + k))")
+			rm -f "$W/$name.$n.ready"
+			timeout -k 5 200 "$RANKS" --role prefill --config "$W/$name.$n.conf" \
+				--ready-file "$W/$name.$n.ready" "${args[@]}" > "$W/$name.$n.out" 2> "$W/$name.$n.log" &
+		else
+			[ $k = "$np" ] && for ((i = 0; i < np; i++)); do
+				wait_file "$W/$name.p$i.ready" 60 ||
+					{ show "$W/$name.p$i.out" "$W/$name.p$i.log"; fail "$name: prefill rank $i not ready"; }
+			done
+			n=d$((k - np))
+			engine_conf "$W/$name.$n.conf" "decode-$name-$((k - np))" decode $port
+			timeout -k 5 200 "$RANKS" --role decode --config "$W/$name.$n.conf" "${peers[@]}" \
+				"${args[@]}" > "$W/$name.$n.out" 2> "$W/$name.$n.log" &
+		fi
+		pids+=($!)
+		CHILDREN+=($!)
+		names+=("$n")
+		all+=("$W/$name.$n.out" "$W/$name.$n.log")
+		k=$((k + 1))
 	done
-	# the half the prefill does not hold was checked untouched (0xdd) above;
-	# the landed byte count says only the other half was expected
-	[ "$(summary "$W/tp2r1_to_tp1.d.out" bytes)" = "$(summary "$W/tp1_to_tp2r1.d.out" bytes)" ] ||
-		fail "TP2 rank 1 -> TP1 should land exactly what TP1 -> TP2 rank 1 does"
-	pass "TP1 -> TP2 rank 1 and TP2 rank 1 -> TP1: $rooms rooms each, every byte as the global tensor says, the other half untouched"
+	BYTES=
+	for ((i = 0; i < ${#pids[@]}; i++)); do
+		wait "${pids[$i]}"
+		rc=$?
+		n=${names[$i]}
+		note "$name: $n: $(grep '^driver: role=.* rooms=' "$W/$name.$n.out")"
+		[ $rc = 0 ] || { echo "$name: $n exit $rc"; bad=1; }
+		case $n in d*)
+			[ "$(summary "$W/$name.$n.out" ok)" = "$rooms" ] &&
+				[ "$(summary "$W/$name.$n.out" bad_bytes)" = 0 ] || { echo "$name: $n: not every room landed right"; bad=1; }
+			BYTES="$BYTES $(summary "$W/$name.$n.out" bytes)" ;;
+		esac
+	done
+	[ $bad = 0 ] || { SHOW_LINES=12 show "${all[@]}"; fail "$name: not every rank as expected"; }
+	BYTES=${BYTES# }
+}
+
+# small pages (16 tokens x 128 B a head), 4 layers: a page of all 8 heads
+# is 16 KiB; a room moves 4 pages x 8 buffers
+shape=(--rooms "$rooms" --pages 4 --window 4 --page-tokens 16 --head-bytes 128 --timeout 150)
+full=$((rooms * 4 * 8 * 16 * 8 * 128)) # a decode rank of all 8 heads, every byte
+case $mode in
+tp2to1)
+	ranks tp2to1 2 "${shape[@]}" --tp 2 --rank 0 --layers 0:4 -- "${shape[@]}" --tp 2 --rank 1 --layers 0:4 -- \
+		"${shape[@]}" --tp 1 --layers 0:4 --src 2:0:0:4 --src 2:1:0:4
+	[ "$BYTES" = $full ] || fail "the decode checked $BYTES bytes from the two ranks, not $full"
+	pass "prefill TP2 -> decode TP1: $rooms fan-in rooms of 2 prefill ranks, each writing its 4 heads;" \
+		"all $full bytes of the decode's pages as the global tensor says"
 	;;
-pipeline)
-	pair stage2 --rooms "$rooms" --pages 2 --window 8 --page-tokens 4 --head-bytes 16 --layers 16:32 -- \
-		--rooms "$rooms" --pages 2 --window 8 --page-tokens 4 --head-bytes 16 --layers 0:32 --src 1:0:16:32
-	[ "$(summary "$W/stage2.d.out" ok)" = "$rooms" ] && [ "$(summary "$W/stage2.d.out" bad_bytes)" = 0 ] ||
-		fail "stage 2 of 2 -> decode: not every room landed right"
-	pass "pipeline stage (layers 16..31) -> decode of 32 layers: $rooms rooms, layers 16..31 written, 0..15 untouched"
+tp1to2)
+	ranks tp1to2 1 "${shape[@]}" --tp 1 --layers 0:4 --receivers 2 -- \
+		"${shape[@]}" --tp 2 --rank 0 --layers 0:4 --src 1:0:0:4 -- \
+		"${shape[@]}" --tp 2 --rank 1 --layers 0:4 --src 1:0:0:4
+	[ "$BYTES" = "$((full / 2)) $((full / 2))" ] || fail "the decode ranks checked $BYTES bytes, not $((full / 2)) each"
+	pass "prefill TP1 -> decode TP2: $rooms fan-out rooms to 2 decode ranks, each sent its 4 heads;" \
+		"$((full / 2)) bytes on each rank as the global tensor says"
+	;;
+stages)
+	# 32 layers of 4 tokens x 16 B a head: small pages, many buffers
+	st=(--rooms "$rooms" --pages 2 --window 4 --page-tokens 4 --head-bytes 16 --timeout 150)
+	ranks stages 2 "${st[@]}" --tp 2 --rank 1 --layers 0:16 -- "${st[@]}" --tp 2 --rank 1 --layers 16:32 -- \
+		"${st[@]}" --tp 1 --layers 0:32 --src 2:1:0:16 --src 2:1:16:32
+	half=$((rooms * 2 * 64 * 4 * 4 * 16)) # rooms x pages x (32 layers x K, V) x heads 4..7
+	[ "$BYTES" = $half ] || fail "the decode checked $BYTES landed bytes, not $half (heads 4..7 of 32 layers)"
+	pass "2-stage prefill (layers 0..15, 16..31; heads 4..7) -> decode of 32 layers: $rooms fan-in rooms" \
+		"paired by global layer, $half bytes as the global tensor says, heads 0..3 untouched"
 	;;
 mismatch)
 	BOOTSTRAP_S=30
