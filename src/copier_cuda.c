@@ -1,8 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The CUDA copier: cuMemcpyDtoHAsync on a stream of its own, one event per
  * chunk, asked with cuEventQuery (never a wait on the scheduler thread).
- * libcuda is loaded at run time like pool.c does it: a build with CUDA
- * still runs on a host without the driver. */
+ * libcuda comes from cuda_api.h. */
 #include "copier.h"
 
 #include <errno.h>
@@ -21,63 +20,10 @@ int kvf_copier_cuda_create(uint64_t devptr, void *host, size_t host_len, struct 
 
 #else
 
-#include <cuda.h>
-#include <dlfcn.h>
-#include <pthread.h>
+#include "cuda_api.h"
 
-static struct {
-	pthread_once_t once;
-	int err;
-	CUresult (*init)(unsigned int);
-	CUresult (*ptr_attr)(void *, CUpointer_attribute, CUdeviceptr);
-	CUresult (*ctx_push)(CUcontext);
-	CUresult (*ctx_pop)(CUcontext *);
-	CUresult (*stream_create)(CUstream *, unsigned int);
-	CUresult (*stream_destroy)(CUstream);
-	CUresult (*event_create)(CUevent *, unsigned int);
-	CUresult (*event_record)(CUevent, CUstream);
-	CUresult (*event_query)(CUevent);
-	CUresult (*event_sync)(CUevent);
-	CUresult (*event_destroy)(CUevent);
-	CUresult (*dtoh_async)(void *, CUdeviceptr, size_t, CUstream);
-	CUresult (*host_register)(void *, size_t, unsigned int);
-	CUresult (*host_unregister)(void *);
-	CUresult (*err_str)(CUresult, const char **);
-} cu = {.once = PTHREAD_ONCE_INIT};
-
-#define SYM(f, name) (*(void **)&cu.f = dlsym(h, name))
-
-static void cu_load(void)
-{
-	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-
-	cu.err = -ENODEV;
-	if (!h)
-		return;
-	SYM(err_str, "cuGetErrorString");
-	SYM(host_register, "cuMemHostRegister_v2");
-	SYM(host_unregister, "cuMemHostUnregister");
-	if (!SYM(init, "cuInit") || !SYM(ptr_attr, "cuPointerGetAttribute") ||
-	    !SYM(ctx_push, "cuCtxPushCurrent_v2") || !SYM(ctx_pop, "cuCtxPopCurrent_v2") ||
-	    !SYM(stream_create, "cuStreamCreate") || !SYM(stream_destroy, "cuStreamDestroy_v2") ||
-	    !SYM(event_create, "cuEventCreate") || !SYM(event_record, "cuEventRecord") ||
-	    !SYM(event_query, "cuEventQuery") || !SYM(event_sync, "cuEventSynchronize") ||
-	    !SYM(event_destroy, "cuEventDestroy_v2") || !SYM(dtoh_async, "cuMemcpyDtoHAsync_v2")) {
-		kvf_warn("copier", "libcuda.so.1 lacks the stream, event or copy API");
-		return;
-	}
-	if (cu.init(0) == CUDA_SUCCESS)
-		cu.err = 0;
-}
-
-static const char *cu_str(CUresult r)
-{
-	const char *s = NULL;
-
-	if (cu.err_str)
-		cu.err_str(r, &s);
-	return s ? s : "unknown CUDA error";
-}
+/* set by kvf_copier_cuda_create before any copier exists */
+static const struct kvf_cuda *cu;
 
 struct cuda_copier {
 	struct kvf_copier base;
@@ -92,7 +38,7 @@ static CUresult pop_ctx(CUresult r)
 {
 	CUcontext popped;
 
-	cu.ctx_pop(&popped);
+	cu->ctx_pop(&popped);
 	return r;
 }
 
@@ -101,11 +47,11 @@ static int cuda_copy(struct kvf_copier *cp, void *dst, uint64_t src, size_t len)
 	struct cuda_copier *c = (struct cuda_copier *)cp;
 	CUresult r;
 
-	cu.ctx_push(c->ctx);
-	r = pop_ctx(cu.dtoh_async(dst, (CUdeviceptr)src, len, c->stream));
+	cu->ctx_push(c->ctx);
+	r = pop_ctx(cu->dtoh_async(dst, (CUdeviceptr)src, len, c->stream));
 	if (r != CUDA_SUCCESS) {
 		kvf_err("copier", "cuMemcpyDtoHAsync(0x%llx, %zu bytes): %s",
-			(unsigned long long)src, len, cu_str(r));
+			(unsigned long long)src, len, kvf_cuda_str(r));
 		return -EIO;
 	}
 	return 0;
@@ -117,16 +63,16 @@ static int cuda_mark(struct kvf_copier *cp, void **ev)
 	CUevent e = NULL;
 	CUresult r;
 
-	cu.ctx_push(c->ctx);
-	r = cu.event_create(&e, CU_EVENT_DISABLE_TIMING);
+	cu->ctx_push(c->ctx);
+	r = cu->event_create(&e, CU_EVENT_DISABLE_TIMING);
 	if (r == CUDA_SUCCESS) {
-		r = cu.event_record(e, c->stream);
+		r = cu->event_record(e, c->stream);
 		if (r != CUDA_SUCCESS)
-			cu.event_destroy(e);
+			cu->event_destroy(e);
 	}
 	pop_ctx(r);
 	if (r != CUDA_SUCCESS) {
-		kvf_err("copier", "CUDA event for a staged chunk: %s", cu_str(r));
+		kvf_err("copier", "CUDA event for a staged chunk: %s", kvf_cuda_str(r));
 		return -EIO;
 	}
 	*ev = e;
@@ -138,15 +84,15 @@ static int cuda_done(struct kvf_copier *cp, void *ev)
 	struct cuda_copier *c = (struct cuda_copier *)cp;
 	CUresult r;
 
-	cu.ctx_push(c->ctx);
-	r = cu.event_query((CUevent)ev);
+	cu->ctx_push(c->ctx);
+	r = cu->event_query((CUevent)ev);
 	if (r != CUDA_ERROR_NOT_READY)
-		cu.event_destroy((CUevent)ev);
+		cu->event_destroy((CUevent)ev);
 	pop_ctx(r);
 	if (r == CUDA_ERROR_NOT_READY)
 		return 0;
 	if (r != CUDA_SUCCESS) {
-		kvf_err("copier", "a staged chunk's copy failed: %s", cu_str(r));
+		kvf_err("copier", "a staged chunk's copy failed: %s", kvf_cuda_str(r));
 		return -EIO;
 	}
 	return 1;
@@ -156,19 +102,19 @@ static void cuda_drop(struct kvf_copier *cp, void *ev)
 {
 	struct cuda_copier *c = (struct cuda_copier *)cp;
 
-	cu.ctx_push(c->ctx);
-	cu.event_sync((CUevent)ev);
-	pop_ctx(cu.event_destroy((CUevent)ev));
+	cu->ctx_push(c->ctx);
+	cu->event_sync((CUevent)ev);
+	pop_ctx(cu->event_destroy((CUevent)ev));
 }
 
 static void cuda_destroy(struct kvf_copier *cp)
 {
 	struct cuda_copier *c = (struct cuda_copier *)cp;
 
-	cu.ctx_push(c->ctx);
-	cu.stream_destroy(c->stream);
-	if (c->pinned && cu.host_unregister)
-		cu.host_unregister(c->pinned);
+	cu->ctx_push(c->ctx);
+	cu->stream_destroy(c->stream);
+	if (c->pinned && cu->host_unregister)
+		cu->host_unregister(c->pinned);
 	pop_ctx(CUDA_SUCCESS);
 	free(c);
 }
@@ -185,13 +131,13 @@ static const struct kvf_copier_ops cuda_ops = {
  * through CUDA's own bounce buffer, but the stream waits on the host. */
 static void pin(struct cuda_copier *c, void *host, size_t len)
 {
-	CUresult r = cu.host_register ? cu.host_register(host, len, 0) : CUDA_ERROR_NOT_SUPPORTED;
+	CUresult r = cu->host_register ? cu->host_register(host, len, 0) : CUDA_ERROR_NOT_SUPPORTED;
 
 	if (r == CUDA_SUCCESS)
 		c->pinned = host;
 	else
 		kvf_warn("copier", "staging slots not page-locked for CUDA (%s): copies are "
-			 "slower", cu_str(r));
+			 "slower", kvf_cuda_str(r));
 }
 
 int kvf_copier_cuda_create(uint64_t devptr, void *host, size_t host_len, struct kvf_copier **out)
@@ -199,22 +145,26 @@ int kvf_copier_cuda_create(uint64_t devptr, void *host, size_t host_len, struct 
 	struct cuda_copier *c;
 	CUresult r;
 
-	pthread_once(&cu.once, cu_load);
-	if (cu.err)
-		return cu.err;
+	cu = kvf_cuda();
+	if (!cu)
+		return -ENODEV;
+	if (!cu->copies) {
+		kvf_warn("copier", "libcuda.so.1 lacks the stream, event or copy API");
+		return -ENOTSUP;
+	}
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
-	r = cu.ptr_attr(&c->ctx, CU_POINTER_ATTRIBUTE_CONTEXT, devptr);
-	if (r == CUDA_SUCCESS && (r = cu.ctx_push(c->ctx)) == CUDA_SUCCESS) {
-		r = cu.stream_create(&c->stream, CU_STREAM_NON_BLOCKING);
+	r = cu->ptr_attr(&c->ctx, CU_POINTER_ATTRIBUTE_CONTEXT, devptr);
+	if (r == CUDA_SUCCESS && (r = cu->ctx_push(c->ctx)) == CUDA_SUCCESS) {
+		r = cu->stream_create(&c->stream, CU_STREAM_NON_BLOCKING);
 		if (r == CUDA_SUCCESS)
 			pin(c, host, host_len);
 		pop_ctx(r);
 	}
 	if (r != CUDA_SUCCESS) {
 		kvf_err("copier", "CUDA stream for staging 0x%llx: %s",
-			(unsigned long long)devptr, cu_str(r));
+			(unsigned long long)devptr, kvf_cuda_str(r));
 		free(c);
 		return -EIO;
 	}

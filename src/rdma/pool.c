@@ -8,17 +8,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cuda_api.h"
 #include "kvf_build.h"
 #include "log.h"
 #include "rdma_internal.h"
 #include "stage.h"
 #include "verbs.h"
-
-#if HAVE_CUDA
-#include <cuda.h>
-#include <dlfcn.h>
-#include <pthread.h>
-#endif
 
 #define POOL_ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)
 
@@ -224,55 +219,8 @@ int kvf_pool_reg_cuda(struct ibv_pd *pd, struct kvf_pool_buf *b, uint64_t len, i
 
 #else
 
-/* libcuda is loaded at run time, not linked: a build with CUDA must still
- * load on a host without the driver, and say so only when a device
- * pointer actually shows up. */
-static struct {
-	pthread_once_t once;
-	int err; /* 0 loaded, else -ENODEV */
-	CUresult (*init)(unsigned int);
-	CUresult (*ptr_attr)(void *, CUpointer_attribute, CUdeviceptr);
-	CUresult (*range_handle)(void *, CUdeviceptr, size_t, CUmemRangeHandleType,
-				 unsigned long long);
-	CUresult (*ctx_push)(CUcontext);
-	CUresult (*ctx_pop)(CUcontext *);
-	CUresult (*err_str)(CUresult, const char **);
-} cu = {.once = PTHREAD_ONCE_INIT};
-
-static void cu_load(void)
-{
-	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-
-	cu.err = -ENODEV;
-	if (!h) {
-		kvf_dbg("pool", "no CUDA driver: %s", dlerror());
-		return;
-	}
-	*(void **)&cu.init = dlsym(h, "cuInit");
-	*(void **)&cu.ptr_attr = dlsym(h, "cuPointerGetAttribute");
-	*(void **)&cu.range_handle = dlsym(h, "cuMemGetHandleForAddressRange");
-	*(void **)&cu.ctx_push = dlsym(h, "cuCtxPushCurrent_v2");
-	*(void **)&cu.ctx_pop = dlsym(h, "cuCtxPopCurrent_v2");
-	*(void **)&cu.err_str = dlsym(h, "cuGetErrorString");
-	if (!cu.init || !cu.ptr_attr || !cu.ctx_push || !cu.ctx_pop) {
-		kvf_warn("pool", "libcuda.so.1 lacks the pointer and context API");
-		return;
-	}
-	if (cu.init(0) != CUDA_SUCCESS) {
-		kvf_dbg("pool", "cuInit failed: no usable GPU");
-		return;
-	}
-	cu.err = 0;
-}
-
-static const char *cu_str(CUresult r)
-{
-	const char *s = NULL;
-
-	if (cu.err_str)
-		cu.err_str(r, &s);
-	return s ? s : "unknown CUDA error";
-}
+/* set by kvf_pool_reg_cuda before the calls below */
+static const struct kvf_cuda *cu;
 
 /* dmabuf: export the page-aligned range and register it with the virtual
  * address as iova, so remote addresses stay plain virtual addresses. */
@@ -284,12 +232,12 @@ static int reg_dmabuf(struct ibv_pd *pd, struct kvf_pool_buf *b, uint64_t len, i
 	int fd = -1;
 	CUresult r;
 
-	if (!cu.range_handle)
+	if (!cu->range_handle)
 		return -ENOTSUP;
-	r = cu.range_handle(&fd, start, size, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
+	r = cu->range_handle(&fd, start, size, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
 	if (r != CUDA_SUCCESS) {
 		kvf_info("pool", "dmabuf export of 0x%" PRIx64 ": %s; trying peer memory",
-			 b->addr, cu_str(r));
+			 b->addr, kvf_cuda_str(r));
 		return -ENOTSUP;
 	}
 	b->mr = ibv_reg_dmabuf_mr(pd, 0, size, start, fd, access);
@@ -311,21 +259,21 @@ int kvf_pool_reg_cuda(struct ibv_pd *pd, struct kvf_pool_buf *b, uint64_t len, i
 	CUcontext ctx = NULL, popped;
 	int rc;
 
-	pthread_once(&cu.once, cu_load);
-	if (cu.err)
+	cu = kvf_cuda();
+	if (!cu)
 		return 1; /* no driver: it cannot be device memory we can use */
-	if (cu.ptr_attr(&memtype, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, b->addr) != CUDA_SUCCESS ||
+	if (cu->ptr_attr(&memtype, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, b->addr) != CUDA_SUCCESS ||
 	    memtype != CU_MEMORYTYPE_DEVICE)
 		return 1; /* unknown to CUDA, or host/managed memory */
 	b->cuda = true;
-	if (cu.ptr_attr(&ctx, CU_POINTER_ATTRIBUTE_CONTEXT, b->addr) != CUDA_SUCCESS ||
-	    cu.ctx_push(ctx) != CUDA_SUCCESS)
+	if (cu->ptr_attr(&ctx, CU_POINTER_ATTRIBUTE_CONTEXT, b->addr) != CUDA_SUCCESS ||
+	    cu->ctx_push(ctx) != CUDA_SUCCESS)
 		return -ENODEV;
 	rc = reg_dmabuf(pd, b, len, access);
 	if (rc) /* peer memory (nvidia_peermem) takes device pointers as is */
 		rc = kvf_verbs_reg_mr(pd, (void *)(uintptr_t)b->addr, len, access,
 				      "CUDA buffer via peer memory", &b->mr);
-	cu.ctx_pop(&popped);
+	cu->ctx_pop(&popped);
 	if (!rc)
 		kvf_info("pool", "CUDA buffer 0x%" PRIx64 " registered via %s", b->addr,
 			 b->dmabuf_fd >= 0 ? "dmabuf" : "peer memory");
