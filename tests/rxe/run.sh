@@ -183,9 +183,9 @@ TESTS=(
 	"kvf_stage_abort|420|\$repo/tests/rxe/scenarios/stage.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 abort 60"
 	# issue 9: rooms across ranks, one process per rank: fan-out (MLA, one
 	# dummy), fan-in (2 prefill ranks), a decode rank killed mid-transfer
-	"kvf_fan_out|150|\$repo/tests/rxe/scenarios/fan.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 out 12"
-	"kvf_fan_in|150|\$repo/tests/rxe/scenarios/fan.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 in 12"
-	"kvf_fan_kill|150|\$repo/tests/rxe/scenarios/fan.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 kill"
+	"kvf_fan_out|240|\$repo/tests/rxe/scenarios/fan.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 out 12"
+	"kvf_fan_in|240|\$repo/tests/rxe/scenarios/fan.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 in 12"
+	"kvf_fan_kill|240|\$repo/tests/rxe/scenarios/fan.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 kill"
 	# kvferry.sglang driven as SGLang does, two Python processes (issue 10)
 	"kvf_python_sglang|300|\$repo/tests/rxe/scenarios/python_sglang.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1"
 	# issue 9: ranks of different TP and pipeline stages (geometry, head slicing)

@@ -25,7 +25,7 @@ slack=${SLACK_S:-10}
 limit=$(awk -v a=$HB_MS -v b=$HB_MISSES -v c=$KILL_BOOTSTRAP_S -v s="$slack" \
 	'BEGIN { d = a * b / 1000; print (d > c ? d : c) + s }')
 case $mode in out) port=18741 ;; in) port=18742 ;; *) port=18743 ;; esac
-shape=(--rooms "$rooms" --window 4 --buffers 4 --pages 8 --page-bytes 16384 --timeout 75)
+shape=(--rooms "$rooms" --window 4 --buffers 4 --pages 8 --page-bytes 16384 --timeout 150)
 # parked ROOM_INFOs of ids a stopping prefill never creates expire soon
 sets=(--set engine.tombstone_ttl_s=15)
 
@@ -33,7 +33,7 @@ sets=(--set engine.tombstone_ttl_s=15)
 start() {
 	local name=$1 conf=$2
 	shift 2
-	timeout -k 5 85 "$FAN" --config "$conf" "${sets[@]}" "${shape[@]}" "$@" \
+	timeout -k 5 165 "$FAN" --config "$conf" "${sets[@]}" "${shape[@]}" "$@" \
 		> "$W/$name.out" 2> "$W/$name.log" &
 	CHILDREN+=("$!")
 	eval "pid_$name=$!"
@@ -70,7 +70,7 @@ out|kill)
 	popt=() dopt=()
 	[ "$mode" = kill ] && popt=(--stop-on-fail) dopt=(--stop-on-fail)
 	# 2 MiB a rank a room: a TCG guest spends most of its time mid-transfer
-	[ "$mode" = kill ] && shape=(--rooms 400 --window 4 --buffers 4 --pages 32 --page-bytes 16384 --timeout 75)
+	[ "$mode" = kill ] && shape=(--rooms 400 --window 4 --buffers 4 --pages 32 --page-bytes 16384 --timeout 150)
 	start p "$W/p.conf" --role prefill --receivers 3 --ready-file "$W/ready" "${popt[@]}"
 	wait_file "$W/ready" 30 || { show "$W/p.out" "$W/p.log"; fail "prefill not ready in 30 s"; }
 	start d0 "$W/d0.conf" --role decode "${dopt[@]}"
