@@ -21,7 +21,8 @@
 #   KVF_WERROR=1        configure with -Dwerror=true
 #   KVF_RXE=auto|host|vm|skip  where the RDMA suite runs (default auto)
 #   KVF_RXE_DEVICES=1|2 rxe devices in the VM (default 2: prefill and decode on their own)
-#   KVF_VM_TIMEOUT=S    limit for the whole VM run (default 900)
+#   KVF_VM_TIMEOUT=S    limit for the whole VM run (default 2700: every test
+#                       has its own limit; this one only catches a hung guest)
 #   CI=true             a suite that cannot run is a failure, never a skip
 set -uo pipefail
 KVF_PROG=test.sh
@@ -174,7 +175,7 @@ elif [ "$rxe_mode" = vm ]; then
 	share=()
 	case $build/ in "$KVF_REPO"/*) ;; *) share=(--share "$build") ;; esac
 	run_rxe "$KVF_REPO/scripts/rxe-vm.sh" --devices "${KVF_RXE_DEVICES:-2}" \
-		--timeout "${KVF_VM_TIMEOUT:-900}" "${share[@]+"${share[@]}"}" -- tests/rxe/run.sh
+		--timeout "${KVF_VM_TIMEOUT:-2700}" "${share[@]+"${share[@]}"}" -- tests/rxe/run.sh
 else
 	kvf_die "KVF_RXE must be auto, host, vm or skip"
 fi
