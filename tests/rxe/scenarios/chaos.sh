@@ -61,7 +61,11 @@ soak) # every fault that leaves the connection up, at low rates, for a long
 	D=(--abort-every 7 --abort-at wait --sample-every 10000)
 	P=(--sample-every 10000)
 	PF=drop:ABORT:0.01,dup:ROOM_INFO:0.005,delay:any:0.005:20ms,reorder:ABORT_ACK:0.01,stall_cq:20ms:0.0005,ring_full:20ms:0.0005
-	DF=drop:ABORT_ACK:0.01,dup:ABORT:0.01,delay:any:0.005:20ms,reorder:ABORT:0.01,stall_cq:20ms:0.0005,ring_full:20ms:0.0005 ;;
+	DF=drop:ABORT_ACK:0.01,dup:ABORT:0.01,delay:any:0.005:20ms,reorder:ABORT:0.01,stall_cq:20ms:0.0005,ring_full:20ms:0.0005
+	# KVF_SOAK_TEARDOWNS=1: the first attempt's mix, teardowns included
+	if [ "${KVF_SOAK_TEARDOWNS:-0}" = 1 ]; then
+		PF+=,corrupt:ABORT:0.0005,qp_error:every:30000,bad_rkey:0.00005
+	fi ;;
 *) fail "unknown scenario '$scen'" ;;
 esac
 # every room's whole life at most; the drivers' own limit well above it
