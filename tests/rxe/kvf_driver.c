@@ -57,7 +57,7 @@
  * --sample-every N: "driver: sample" with RSS, fds and heap bytes every N
  *   terminal rooms (the soak): heap is the main arena's (mallinfo2, as
  *   --leak-check), heap_all every arena's (malloc_info; the poller thread's
- *   arena included).
+ *   arena included); rss_trim_kb the RSS after malloc_trim(0).
  * A hard alarm at --timeout + 60 s kills a driver that hangs anywhere.
  * Exit: 0 all rooms terminal and released, 2 timeout, 1 setup error.
  */
@@ -418,12 +418,18 @@ static uint32_t check_bytes(struct run *R, uint32_t i)
 	return bad;
 }
 
+/* rss_trim_kb: RSS once malloc_trim gave back the free pages malloc keeps
+ * (a thread's arena keeps what it freed as it likes: RSS alone wanders by
+ * tens of MB with heap_all flat). */
 static void print_sample(struct run *R)
 {
 	struct held h = held_now();
+	size_t all = heap_all_arenas();
 
-	printf("driver: sample rooms=%u rss_kb=%ld fds=%ld heap=%zu heap_all=%zu t=%.3f\n",
-	       R->terminal, h.rss_kb, h.fds, h.heap, heap_all_arenas(), kvt_mono() - R->t0);
+	malloc_trim(0);
+	printf("driver: sample rooms=%u rss_kb=%ld rss_trim_kb=%ld fds=%ld heap=%zu heap_all=%zu "
+	       "t=%.3f\n", R->terminal, h.rss_kb, held_now().rss_kb, h.fds, h.heap, all,
+	       kvt_mono() - R->t0);
 }
 
 static void on_terminal(struct run *R, uint32_t i, int st)
