@@ -58,8 +58,8 @@ soak) # every fault that leaves the connection up, at low rates, for a long
 	# connection teardown, after which the drivers' in-order windows fall out
 	# of step and the prefill's window waits out 30 s bootstraps; the matrix
 	# covers them (docs/chaos.md, "The soak")
-	D=(--abort-every 7 --abort-at wait --sample-every 10000)
-	P=(--sample-every 10000)
+	D=(--abort-every 7 --abort-at wait --sample-every "${KVF_SOAK_SAMPLE_EVERY:-10000}")
+	P=(--sample-every "${KVF_SOAK_SAMPLE_EVERY:-10000}")
 	PF=drop:ABORT:0.01,dup:ROOM_INFO:0.005,delay:any:0.005:20ms,reorder:ABORT_ACK:0.01,stall_cq:20ms:0.0005,ring_full:20ms:0.0005
 	DF=drop:ABORT_ACK:0.01,dup:ABORT:0.01,delay:any:0.005:20ms,reorder:ABORT:0.01,stall_cq:20ms:0.0005,ring_full:20ms:0.0005
 	# KVF_SOAK_TEARDOWNS=1: the first attempt's mix, teardowns included
