@@ -37,7 +37,7 @@ while [ $# -gt 0 ]; do
 	--soak) soak=${2:?}; shift ;;
 	--seed) seed=${2:?}; shift ;;
 	--in-guest) in_guest=1 ;;
-	-h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	-*) kvf_die "unknown option $1 (--help)" ;;
 	*) scen+=("$1") ;;
 	esac
