@@ -13,8 +13,11 @@ import re
 import sys
 
 # Soak flatness, first sample past 10,000 rooms to the last: fds exactly,
-# heap bytes in use and RSS within these (rooms in flight at the moment of a
-# sample hold a few KiB each; glibc keeps freed pages as it likes).
+# heap bytes in use (main arena, and every arena where the driver printed
+# heap_all) and RSS within these (rooms in flight at the moment of a sample
+# hold a few KiB each). The RSS checked is rss_trim_kb where printed: RSS
+# after malloc_trim(0), as glibc keeps a thread arena's freed pages as it
+# likes (RSS alone wandered by 20-30 MB with every heap flat).
 HEAP_SLACK = 512 * 1024
 # Heap an engine may leave after close (tests/rxe/scenarios/chaos.sh says why).
 LEAK_SLACK = 65536
@@ -64,9 +67,13 @@ def flat(samples):
         if not first or first is last:
             bad.append(f'{side}: fewer than two samples past 10,000 rooms')
             continue
-        d = {k: num(last[k]) - num(first[k]) for k in ('fds', 'heap', 'rss_kb')}
+        keys = [k for k in ('fds', 'heap', 'heap_all', 'rss_kb', 'rss_trim_kb')
+                if k in first and k in last]
+        d = {k: num(last[k]) - num(first[k]) for k in keys}
         out.append({'side': side, 'first': first, 'last': last, 'delta': d})
-        if d['fds'] != 0 or abs(d['heap']) > HEAP_SLACK or abs(d['rss_kb']) > RSS_SLACK_KB:
+        rss = d.get('rss_trim_kb', d['rss_kb'])
+        if (d['fds'] != 0 or abs(d['heap']) > HEAP_SLACK
+                or abs(d.get('heap_all', 0)) > HEAP_SLACK or abs(rss) > RSS_SLACK_KB):
             bad.append(f'{side}: not flat: {d}')
     return out, bad
 
@@ -116,7 +123,9 @@ def main(argv):
     if soak:
         for s in samples:
             print(f"sample {s['side']:8} rooms={s['rooms']:>7} rss_kb={s['rss_kb']:>7} "
-                  f"fds={s['fds']:>3} heap={s['heap']:>9} t={s['t']}", file=out)
+                  f"rss_trim_kb={s.get('rss_trim_kb', '-'):>7} fds={s['fds']:>3} "
+                  f"heap={s['heap']:>9} heap_all={s.get('heap_all', '-'):>9} t={s['t']}",
+                  file=out)
         soak_res, bad = flat(samples)
         problems += bad
         for f in soak_res:

@@ -55,7 +55,9 @@
  *   last was released (heap_run: high-water marks such as a send queue's
  *   grown array show there).
  * --sample-every N: "driver: sample" with RSS, fds and heap bytes every N
- *   terminal rooms (the soak).
+ *   terminal rooms (the soak): heap is the main arena's (mallinfo2, as
+ *   --leak-check), heap_all every arena's (malloc_info; the poller thread's
+ *   arena included); rss_trim_kb the RSS after malloc_trim(0).
  * A hard alarm at --timeout + 60 s kills a driver that hangs anywhere.
  * Exit: 0 all rooms terminal and released, 2 timeout, 1 setup error.
  */
@@ -125,6 +127,41 @@ static struct held held_now(void)
 	h.rss_kb = res * (sysconf(_SC_PAGESIZE) / 1024);
 	h.heap = mi.uordblks + mi.hblkhd;
 	return h;
+}
+
+/* malloc_info's top-level figure after the last </heap>: TAG's size. */
+static size_t info_size(const char *tail, const char *tag)
+{
+	const char *p = strstr(tail, tag);
+	unsigned long long n = 0;
+
+	if (p && sscanf(p + strlen(tag), " count=\"%*u\" size=\"%llu\"", &n) != 1)
+		sscanf(p + strlen(tag), " size=\"%llu\"", &n);
+	return (size_t)n;
+}
+
+/* Bytes in use in EVERY malloc arena: mallinfo2 counts the main arena only,
+ * and what the engine's poller thread allocates lives in an arena of its
+ * own. Arenas' memory less their free chunks (top included), plus mmaps. */
+static size_t heap_all_arenas(void)
+{
+	char *buf = NULL, *tail;
+	size_t len = 0, sys, fast, rest, mm;
+	FILE *m = open_memstream(&buf, &len);
+
+	if (!m)
+		return 0;
+	malloc_info(0, m);
+	fclose(m);
+	tail = buf;
+	for (char *p; (p = strstr(tail, "</heap>"));)
+		tail = p + 7;
+	sys = info_size(tail, "<system type=\"current\"");
+	fast = info_size(tail, "<total type=\"fast\"");
+	rest = info_size(tail, "<total type=\"rest\"");
+	mm = info_size(tail, "<total type=\"mmap\"");
+	free(buf);
+	return sys > fast + rest ? sys - fast - rest + mm : mm;
 }
 
 static double clock_scale = 1;
@@ -381,12 +418,18 @@ static uint32_t check_bytes(struct run *R, uint32_t i)
 	return bad;
 }
 
+/* rss_trim_kb: RSS once malloc_trim gave back the free pages malloc keeps
+ * (a thread's arena keeps what it freed as it likes: RSS alone wanders by
+ * tens of MB with heap_all flat). */
 static void print_sample(struct run *R)
 {
 	struct held h = held_now();
+	size_t all = heap_all_arenas();
 
-	printf("driver: sample rooms=%u rss_kb=%ld fds=%ld heap=%zu t=%.3f\n", R->terminal,
-	       h.rss_kb, h.fds, h.heap, kvt_mono() - R->t0);
+	malloc_trim(0);
+	printf("driver: sample rooms=%u rss_kb=%ld rss_trim_kb=%ld fds=%ld heap=%zu heap_all=%zu "
+	       "t=%.3f\n", R->terminal, h.rss_kb, held_now().rss_kb, h.fds, h.heap, all,
+	       kvt_mono() - R->t0);
 }
 
 static void on_terminal(struct run *R, uint32_t i, int st)
