@@ -387,12 +387,19 @@ bool kvf_fault_cq_stalled(uint64_t now)
 	return now < fs.cq_until;
 }
 
+/* After work was found (n > 0): each rule of kind that fires holds *until
+ * its duration from now. */
+static void arm_hold(int n, uint64_t now, enum fkind kind, uint64_t *until)
+{
+	for (uint32_t i = 0; n > 0 && i < fs.nr; i++)
+		if (fires(&fs.r[i], kind))
+			*until = now + fs.r[i].dur_ns;
+}
+
 void kvf_fault_cq_polled(int n, uint64_t now)
 {
 	fs.polls += n > 0;
-	for (uint32_t i = 0; n > 0 && i < fs.nr; i++)
-		if (fires(&fs.r[i], F_STALL_CQ))
-			fs.cq_until = now + fs.r[i].dur_ns;
+	arm_hold(n, now, F_STALL_CQ, &fs.cq_until);
 }
 
 bool kvf_fault_ring_held(uint64_t now)
@@ -403,9 +410,7 @@ bool kvf_fault_ring_held(uint64_t now)
 void kvf_fault_ring_drained(int n, uint64_t now)
 {
 	fs.drains += n > 0;
-	for (uint32_t i = 0; n > 0 && i < fs.nr; i++)
-		if (fires(&fs.r[i], F_RING_FULL))
-			fs.ring_until = now + fs.r[i].dur_ns;
+	arm_hold(n, now, F_RING_FULL, &fs.ring_until);
 }
 
 void kvf_fault_post(struct ibv_send_wr *wr)
