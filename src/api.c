@@ -274,9 +274,10 @@ static int info_to(kvf_engine *eng, struct kvf_slot *r, const struct kvf_index_l
 		   uint32_t nlists, const void *user, uint32_t user_len, uint32_t mask,
 		   uint64_t nitems, uint64_t bytes)
 {
+	char why[160] = "";
 	struct kvf_info_out out = { .room_id = r->id, .recv_handle = kvf_room_handle(eng, r).v,
 				    .lists = lists, .nlists = nlists, .user = user,
-				    .user_len = user_len };
+				    .user_len = user_len, .why = why, .whylen = sizeof(why) };
 	uint32_t conn = 0;
 	int rc;
 
@@ -297,8 +298,11 @@ static int info_to(kvf_engine *eng, struct kvf_slot *r, const struct kvf_index_l
 		return rc;
 	}
 	if (rc) {
-		kvf_room_fail(eng, r, KVF_FAIL_CONNECT, -rc, "sending ROOM_INFO to %s failed: %s",
-			      eng->peers[r->peer], strerror(-rc));
+		if (why[0])
+			kvf_room_fail(eng, r, KVF_FAIL_CONNECT, -rc, "%s", why);
+		else
+			kvf_room_fail(eng, r, KVF_FAIL_CONNECT, -rc, "sending ROOM_INFO to %s "
+				      "failed: %s", eng->peers[r->peer], strerror(-rc));
 		return rc;
 	}
 	r->conn = conn;

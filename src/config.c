@@ -320,6 +320,12 @@ static int check_cross(struct loader *ld)
 		return fail_cross(ld, RULE("rdma.signal_every", "rdma.sq_depth"),
 				  "rdma.signal_every: expected at most rdma.sq_depth "
 				  "(%u), got %u", c->sq_depth, c->signal_every);
+	if (c->reconnect_backoff_max_ms < c->reconnect_backoff_ms)
+		return fail_cross(ld, RULE("rdma.reconnect_backoff_max_ms",
+					   "rdma.reconnect_backoff_ms"),
+				  "rdma.reconnect_backoff_max_ms: expected at least "
+				  "rdma.reconnect_backoff_ms (%u), got %u",
+				  c->reconnect_backoff_ms, c->reconnect_backoff_max_ms);
 	return 0;
 }
 

@@ -73,6 +73,8 @@ struct kvf_config {
 	uint32_t poll_batch;                  /* rdma.poll_batch */
 	uint32_t poll_idle_us;                /* rdma.poll_idle_us, then sleep on the channel */
 	uint32_t connect_timeout_ms;          /* rdma.connect_timeout_ms */
+	uint32_t reconnect_backoff_ms;        /* rdma.reconnect_backoff_ms */
+	uint32_t reconnect_backoff_max_ms;    /* rdma.reconnect_backoff_max_ms */
 	uint32_t cuda_staging;                /* rdma.cuda_staging: 1 = stage CUDA memory the
 	                                         NIC cannot register */
 	uint32_t staging_pool_mb;             /* rdma.staging_pool_mb */

@@ -206,6 +206,15 @@ static const struct kvf_key keys[] = {
 	{ .name = "rdma.connect_timeout_ms", U32_FIELD(connect_timeout_ms),
 	  .side = SIDE_BOTH, .phase = PH_CONN, .def = 5000, .min = 100,
 	  .max = 600000 },
+	/* after a connect that never got established, no new one to that
+	 * peer for this long (doubling per failure in a row, up to the max);
+	 * rooms for it fail at once meanwhile. 0: no backoff */
+	{ .name = "rdma.reconnect_backoff_ms", U32_FIELD(reconnect_backoff_ms),
+	  .side = SIDE_DECODE, .phase = PH_CONN, .def = 100, .min = 0,
+	  .max = 60000 },
+	{ .name = "rdma.reconnect_backoff_max_ms", U32_FIELD(reconnect_backoff_max_ms),
+	  .side = SIDE_DECODE, .phase = PH_CONN, .def = 5000, .min = 0,
+	  .max = 600000 },
 	/* 1: a sender region of CUDA memory the NIC cannot register (no
 	 * dmabuf, no peer memory) is staged through host memory; 0: refused */
 	{ .name = "rdma.cuda_staging", U32_FIELD(cuda_staging), .side = SIDE_PREFILL,

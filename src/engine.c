@@ -341,6 +341,10 @@ static void transport_counts(const kvf_engine *eng, struct kvf_stats *st)
 	st->doorbells = ts.doorbells;
 	st->completions = ts.completions;
 	st->poller_sleeps = ts.poller_sleeps;
+	st->connects = ts.connects;
+	st->connect_backoffs = ts.connect_backoffs;
+	st->conns_live = ts.conns_live;
+	st->conns_held = ts.conns_held;
 }
 
 int kvf_stats(const kvf_engine *eng, struct kvf_stats *out)

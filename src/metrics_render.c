@@ -249,6 +249,12 @@ static void transport_counters(const struct kvf_snap *s, struct kvf_buf *b)
 	counter(b, "kvferry_completions_total", "Work completions polled.", s->tst.completions);
 	family(b, "kvferry_connections", "gauge", "Connections not dead.");
 	kvf_buf_printf(b, "kvferry_connections %" PRIu64 "\n", s->tst.conns_live);
+	family(b, "kvferry_connections_held", "gauge", "Connections not yet freed: up, or down "
+	       "and still draining (each holds its frame buffers).");
+	kvf_buf_printf(b, "kvferry_connections_held %" PRIu64 "\n", s->tst.conns_held);
+	counter(b, "kvferry_connects_total", "Peer connections started.", s->tst.connects);
+	counter(b, "kvferry_connect_backoffs_total", "Rooms failed at once because their peer "
+		"was in connect backoff (rdma.reconnect_backoff_ms).", s->tst.connect_backoffs);
 	counter(b, "kvferry_staged_bytes_total", "Bytes copied into host staging slots "
 		"(regions the NIC could not register).", s->tst.staged_bytes);
 	counter(b, "kvferry_staged_chunks_total", "Chunks sent through staging slots.",

@@ -38,6 +38,8 @@ struct kvf_info_out {
 	uint32_t nlists;
 	const void *user;
 	uint32_t user_len;
+	char *why;             /* out, when not NULL: why it failed, if the */
+	size_t whylen;         /* transport has more to say than the errno */
 };
 
 /* One region's writes of a sender chunk: src[i] of our region to dst[i]
@@ -89,6 +91,10 @@ struct kvf_transport_stats {
 	uint64_t doorbells;     /* ibv_post_send calls (writes and control frames) */
 	uint64_t poller_sleeps; /* times the completion poller slept on its fds */
 	uint64_t conns_live;    /* gauge: connections not dead */
+	uint64_t conns_held;    /* gauge: connections not yet freed (dead ones
+	                           hold their buffers until drained) */
+	uint64_t connects;      /* peer connections started */
+	uint64_t connect_backoffs; /* ROOM_INFOs refused: the peer was in backoff */
 	/* Staging through host memory (src/rdma/stage.h): */
 	uint64_t staged_bytes;      /* bytes copied into staging slots */
 	uint64_t staged_chunks;     /* chunks that got slots */

@@ -198,6 +198,15 @@ struct kvf_stats {
 	 * engine.max_parked_info_bytes already (ABORT sent back). Not in
 	 * early_infos_parked. */
 	uint64_t early_infos_refused;
+	/* Connections (0 without a transport): peer connections started;
+	 * ROOM_INFOs refused because their peer was in connect backoff
+	 * (rdma.reconnect_backoff_ms: each such room FAILED connect_failed at
+	 * once); and, gauges, connections up, and connections still holding
+	 * their buffers (up, or down and not yet drained and freed). */
+	uint64_t connects;
+	uint64_t connect_backoffs;
+	uint64_t conns_live;
+	uint64_t conns_held;
 };
 #define KVF_STATS_INIT { .size = sizeof(struct kvf_stats) }
 

@@ -363,7 +363,13 @@ static bool stop_qp(struct kvf_conn *c)
 		return true;
 	}
 	if (!kvf_verbs_qp_to_error(c->qp)) {
-		post_rq_drain_marker(c);
+		/* Never past INIT (a connect that failed): no packet of the
+		 * peer's was taken, nothing but receives was posted, so there
+		 * is nothing to wait for; its buffers go at once. */
+		if (!c->qp_rtr)
+			c->sq_drained = c->rq_drained = true;
+		else
+			post_rq_drain_marker(c);
 		return true;
 	}
 	kvf_warn("conn", "connection %u: qp 0x%x could not be moved to error: it is destroyed "
@@ -387,11 +393,13 @@ static bool kill_one(struct kvf_conn *c, uint16_t reason, const char *why, bool 
 	kvf_proto_reasm_clear(&c->reasm); /* a ROOM_INFO cut short by the loss */
 	if (!stop_qp(c))
 		*unsafe = true;
+	/* Before the push: the scheduler reads them once it took c (backoff). */
+	c->dead_ns = kvf_monotonic_ns();
+	c->lost_reason = reason;
+	snprintf(c->down_why, sizeof(c->down_why), "%s", why ? why : "");
 	kvf_sched_dead(c->t, c);
 	if (c->cm_id && st >= KVF_CONN_CONNECTING)
 		rdma_disconnect(c->cm_id); /* tell the peer now, not at its timeout */
-	c->dead_ns = kvf_monotonic_ns();
-	c->lost_reason = reason;
 	if (c->group != c->id)
 		kvf_warn("conn", "connection %u (queue pair of peer connection %u, %s, qp 0x%x) "
 			 "down in %s: %s", c->id, c->group, c->peer, c->qp_num,
@@ -499,6 +507,7 @@ void kvf_conn_set_established(struct kvf_conn *c, const char *how)
 		/* Release pairs with the load-acquire of state in conn_flush
 		 * (ops.c): peer_frame_max and the QP in RTS are seen with it. */
 		atomic_store_explicit(&c->state, KVF_CONN_ESTABLISHED, memory_order_release);
+		c->was_established = true;
 		now = true;
 	}
 	if (!now)

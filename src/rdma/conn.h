@@ -141,6 +141,11 @@ struct kvf_conn {
 	uint32_t peer_frame_max;       /* set before ESTABLISHED is published */
 	uint8_t peer_mtu;              /* enum ibv_mtu the peer asked for / set, 0 none */
 	uint8_t mtu;                   /* enum ibv_mtu our QP uses (RTR) */
+	bool qp_rtr;                   /* poller: our QP reached RTR (before it
+	                                  nothing of the peer's can land in it) */
+	bool was_established;          /* poller, before the DEAD push: it was
+	                                  ESTABLISHED once (connect backoff) */
+	char down_why[KVF_BACKOFF_WHY]; /* poller, before the DEAD push: why it went */
 	atomic_int teardown_req;       /* a fail reason the scheduler asked for, 0 none */
 	char teardown_why[160];        /* the scheduler's why, written before
 	                                  teardown_req is set (its seq_cst store

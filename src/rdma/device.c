@@ -341,6 +341,7 @@ int kvf_rdma_create(const struct kvf_config *cfg, struct kvf_ring *ring,
 	if (!t)
 		return -ENOMEM;
 	t->cfg = *cfg;
+	kvf_backoff_init(&t->backoff, cfg->reconnect_backoff_ms, cfg->reconnect_backoff_max_ms);
 	t->ring = ring;
 	t->wake_fd = -1;
 	pthread_mutex_init(&t->lock, NULL);

@@ -342,9 +342,28 @@ static int check_part(struct kvf_rdma *t, struct kvf_conn *c, const struct kvf_p
 
 /* ================================================================ ops */
 
+/* -ECONNREFUSED, and why in the room's words, when peer is in connect
+ * backoff (backoff.h); 0 when a connection may start. */
+static int check_backoff(struct kvf_rdma *t, const char *peer, const struct kvf_info_out *info)
+{
+	uint64_t now = kvf_monotonic_ns();
+	const struct kvf_backoff_peer *b = kvf_backoff_check(&t->backoff, peer, now);
+
+	if (!b)
+		return 0;
+	t->st_backoffs++;
+	if (info->why)
+		snprintf(info->why, info->whylen, "not connecting to %s for %" PRIu64 " ms more "
+			 "(rdma.reconnect_backoff_ms): %u attempt%s in a row failed, the last: %s",
+			 peer, (b->retry_ns - now + 999999) / 1000000, b->fails,
+			 b->fails == 1 ? "" : "s", b->why);
+	return -ECONNREFUSED;
+}
+
 /* The peer connection to peer: the live one, or a new QP group. *out is
  * the lead (the scheduler's own reference keeps it). */
-static int get_or_connect(struct kvf_rdma *t, const char *peer, struct kvf_conn **out)
+static int get_or_connect(struct kvf_rdma *t, const char *peer, const struct kvf_info_out *info,
+			  struct kvf_conn **out)
 {
 	int rc;
 
@@ -353,6 +372,10 @@ static int get_or_connect(struct kvf_rdma *t, const char *peer, struct kvf_conn 
 		return 0;
 	if (atomic_load(&t->dev_dead))
 		return -ENODEV;
+	rc = check_backoff(t, peer, info);
+	if (rc)
+		return rc;
+	t->st_connects++;
 	rc = kvf_qp_group_connect(t, peer, out);
 	if (rc)
 		return rc;
@@ -415,7 +438,7 @@ static int op_send_room_info(void *tp, const char *peer, const struct kvf_info_o
 	f->total = (uint32_t)len;
 	f->room_id = info->room_id;
 	f->recv_handle = info->recv_handle;
-	rc = get_or_connect(t, peer, &c);
+	rc = get_or_connect(t, peer, info, &c);
 	if (rc) {
 		free(f->info);
 		free(f);
@@ -629,7 +652,10 @@ static int op_stats(void *tp, struct kvf_transport_stats *out)
 	kvf_staging_stats(t, out);
 	out->doorbells = t->st_doorbells;
 	out->poller_sleeps = atomic_load_explicit(&t->st_poller_sleeps, memory_order_relaxed);
+	out->connects = t->st_connects;
+	out->connect_backoffs = t->st_backoffs;
 	pthread_mutex_lock(&t->lock);
+	out->conns_held = t->nconns;
 	for (uint32_t i = 0; i < KVF_MAX_CONNS; i++) {
 		struct kvf_conn *c = t->conns[i];
 

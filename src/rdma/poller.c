@@ -477,7 +477,7 @@ static bool drained(struct kvf_conn *c, uint64_t now)
 		return false;
 	if (c->destroy_owed)
 		kvf_conn_destroy_owed(c);
-	if (!c->sq_marker) {
+	if (!c->sq_marker && !c->sq_drained) {
 		kvf_conn_post_sq_drain_marker(c);
 		c->dead_ns = now; /* the give-up below counts from here */
 	}

@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "backoff.h"
 #include "config.h"
 #include "rdma.h"
 #include "ring.h"
@@ -87,6 +88,7 @@ struct kvf_rdma {
 	uint64_t region_seq;          /* registrations so far: a region's seq */
 	uint64_t last_scan_ns;
 	uint64_t last_hb_walk_ns;
+	struct kvf_backoff backoff;   /* connect backoff per peer (backoff.h) */
 	struct kvf_sched_conns {
 		struct kvf_conn *by_id[KVF_MAX_CONNS]; /* chained through s_hnext */
 		struct kvf_conn *by_peer[KVF_SCHED_PEER_BUCKETS]; /* group leads */
@@ -102,6 +104,8 @@ struct kvf_rdma {
 	uint64_t st_bytes;
 	uint64_t st_wrs;
 	uint64_t st_doorbells; /* ibv_post_send calls of the send queues */
+	uint64_t st_connects;  /* peer connections started (QP groups) */
+	uint64_t st_backoffs;  /* ROOM_INFOs refused: their peer was in backoff */
 	_Atomic uint64_t st_frames_rx[KVF_FRAME_TYPES];
 	_Atomic uint64_t st_completions;
 	_Atomic uint64_t st_poller_sleeps; /* the poller slept on its fds */

@@ -2,8 +2,10 @@
 /* The scheduler's view of the connections (sched.h). */
 #include "sched.h"
 
+#include <inttypes.h>
 #include <string.h>
 
+#include "clock.h"
 #include "conn.h"
 #include "geom_map.h"
 #include "hash.h"
@@ -98,12 +100,35 @@ static void check_regions_at_end(struct kvf_conn *c)
 			"they differ: %s", c->id, c->peer, why);
 }
 
+/* A peer connection of ours that went down: its peer's connect backoff
+ * (backoff.h) starts or goes on when it never got established, and ends
+ * when it did. Its down_why and was_established were written before the
+ * DEAD push, which take() acquired. */
+static void count_connect(struct kvf_rdma *t, const struct kvf_conn *c)
+{
+	const struct kvf_backoff_peer *b;
+
+	if (!c->active || c->group != c->id)
+		return;
+	if (c->was_established) {
+		kvf_backoff_ok(&t->backoff, c->peer);
+		return;
+	}
+	kvf_backoff_failed(&t->backoff, c->peer, kvf_monotonic_ns(), c->down_why);
+	b = kvf_backoff_check(&t->backoff, c->peer, kvf_monotonic_ns());
+	if (b)
+		kvf_warn("rdma", "connecting to %s failed %u time%s in a row (%s): no new attempt "
+			 "for %" PRIu64 " ms (rdma.reconnect_backoff_ms)", c->peer, b->fails,
+			 b->fails == 1 ? "" : "s", b->why, (b->retry_ns - b->failed_ns) / 1000000);
+}
+
 static void retire(struct kvf_rdma *t, struct kvf_conn *c)
 {
 	struct kvf_sched_conns *s = &t->s;
 	struct kvf_conn **p = &s->by_id[c->id % KVF_MAX_CONNS];
 
 	check_regions_at_end(c);
+	count_connect(t, c);
 
 	while (*p && *p != c)
 		p = &(*p)->s_hnext;

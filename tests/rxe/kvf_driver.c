@@ -31,6 +31,11 @@
  * --stop-on-lost S: once a room fails with "peer lost", create no new rooms;
  * rooms still live S seconds later are reported "STUCK" (and aborted so the
  * driver can exit). Without it, every room is run.
+ * --pace-ms M: create a room at most every M ms (a decode that outlives a
+ *   peer's absence, for the reconnect scenario).
+ * "driver: conns connects=N backoffs=N held_max=N live=N": the engine's
+ *   connection counters at the end (kvf_stats), and the most connections
+ *   holding their buffers at once, sampled at each terminal room.
  * --linger S: after the summary, keep the engine progressing S more seconds
  * (its /metrics and /rooms stay up for the scenario to read).
  * --ready-file: written once the pool is registered and the first window of
@@ -90,7 +95,7 @@ struct opts {
 	double timeout_s, stop_on_lost, linger;
 	uint32_t abort_every, kill_after, sample_every;
 	bool abort_at_create, leak_check;
-	double start_delay, deadline, clock_scale;
+	double start_delay, deadline, clock_scale, pace_ms;
 };
 
 /* What a process holds, from /proc and malloc. */
@@ -187,7 +192,7 @@ static void usage(void)
 		"  [--buffers B] [--block-size S] [--blocks-per-room K] [--pool-blocks P]\n"
 		"  [--window W] [--timeout S] [--ready-file PATH] [--stop-on-lost S] [--linger S]\n"
 		"  [--abort-every N] [--abort-at create|wait] [--start-delay S] [--kill-after N]\n"
-		"  [--deadline S] [--clock-scale X] [--leak-check] [--sample-every N]\n"
+		"  [--deadline S] [--clock-scale X] [--leak-check] [--sample-every N] [--pace-ms M]\n"
 		"       kvf_driver --now\n");
 	exit(1);
 }
@@ -228,6 +233,7 @@ static void parse(int argc, char **argv, struct opts *o)
 		else if (!strcmp(a, "--abort-at") && (!strcmp(v, "create") || !strcmp(v, "wait")))
 			o->abort_at_create = !strcmp(v, "create");
 		else if (!strcmp(a, "--start-delay")) o->start_delay = atof(v);
+		else if (!strcmp(a, "--pace-ms")) o->pace_ms = atof(v);
 		else if (!strcmp(a, "--kill-after")) o->kill_after = (uint32_t)strtoul(v, NULL, 0);
 		else if (!strcmp(a, "--deadline")) o->deadline = atof(v);
 		else if (!strcmp(a, "--clock-scale")) o->clock_scale = atof(v);
@@ -297,6 +303,8 @@ struct run {
 	uint32_t last_count; /* terminal + created at the last turn */
 	uint32_t by_reason[KVF_FAIL_NUM];
 	double t0, lost_at;
+	struct kvf_stats cs; /* the engine's counters at the last terminal room */
+	uint64_t held_max;   /* most connections holding buffers at once */
 };
 
 static int alloc_bufs(struct run *R)
@@ -383,7 +391,12 @@ static int create_rooms(struct run *R)
 	while (!R->stopping && R->next < o->rooms &&
 	       (R->next < o->window || R->rooms[R->next - o->window].st == 3)) {
 		struct room *r = &R->rooms[R->next];
-		int rc = create_one(R, R->next);
+		int rc;
+
+		if (o->pace_ms > 0 && R->next &&
+		    kvt_mono() < R->rooms[R->next - 1].created + o->pace_ms / 1000)
+			break;
+		rc = create_one(R, R->next);
 
 		if (rc) {
 			printf("driver: creating room %u: %s\n", R->next, strerror(-rc));
@@ -432,6 +445,19 @@ static void print_sample(struct run *R)
 	       kvt_mono() - R->t0);
 }
 
+/* The engine's connection counters; the most connections holding their
+ * buffers at once (a reconnect storm shows there). */
+static void sample_conns(struct run *R)
+{
+	struct kvf_stats st = KVF_STATS_INIT;
+
+	if (kvf_stats(R->eng, &st))
+		return;
+	R->cs = st;
+	if (st.conns_held > R->held_max)
+		R->held_max = st.conns_held;
+}
+
 static void on_terminal(struct run *R, uint32_t i, int st)
 {
 	struct room *r = &R->rooms[i];
@@ -441,6 +467,7 @@ static void on_terminal(struct run *R, uint32_t i, int st)
 	r->st = 2;
 	r->done = t;
 	R->terminal++;
+	sample_conns(R);
 	if (R->terminal == 1 && R->o->leak_check)
 		R->base = held_now();
 	if (st == KVF_SUCCESS) {
@@ -470,6 +497,13 @@ static void on_terminal(struct run *R, uint32_t i, int st)
 		fflush(stdout);
 		raise(SIGKILL);
 	}
+}
+
+static void conns_line(const struct run *R)
+{
+	printf("driver: conns connects=%" PRIu64 " backoffs=%" PRIu64 " held_max=%" PRIu64
+	       " live=%" PRIu64 "\n", R->cs.connects, R->cs.connect_backoffs, R->held_max,
+	       R->cs.conns_live);
 }
 
 static void poll_room(struct run *R, uint32_t i)
@@ -624,6 +658,8 @@ static void summary(struct run *R)
 			printf(" %s=%u", token(kvf_fail_reason_str((enum kvf_fail_reason)k)),
 			       R->by_reason[k]);
 	printf("\n");
+	sample_conns(R);
+	conns_line(R);
 	if (o->deadline > 0)
 		chaos_line(R);
 	fflush(stdout);

@@ -170,6 +170,9 @@ TESTS=(
 	"kvf_fake_peer_bad_version|70|\$repo/tests/rxe/scenarios/fake_peer.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 bad-version"
 	"kvf_fake_peer_bad_token|70|\$repo/tests/rxe/scenarios/fake_peer.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 bad-token"
 	"kvf_ephemeral_port|180|\$repo/tests/rxe/scenarios/ephemeral.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 40"
+	# issue 13: no reconnect storm against a peer that is gone; back when it is
+	"kvf_reconnect_storm|150|\$repo/tests/rxe/scenarios/reconnect.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 storm"
+	"kvf_reconnect_recover|150|\$repo/tests/rxe/scenarios/reconnect.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 recover"
 	"kvf_reject_token|60|\$repo/tests/rxe/scenarios/reject.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1"
 	"kvf_metrics_stuck|330|\$repo/tests/rxe/scenarios/metrics.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 stuck"
 	"kvf_metrics_load|560|\$repo/tests/rxe/scenarios/metrics.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 load 1000"

@@ -357,6 +357,24 @@ Test(config, signal_every_at_most_sq_depth)
 	expect_ok("rdma = { sq_depth = 64; signal_every = 64; };", &c);
 }
 
+Test(config, reconnect_backoff_max_at_least_the_base)
+{
+	struct kvf_config c;
+
+	expect_err("rdma = {\n  reconnect_backoff_ms = 500;\n  reconnect_backoff_max_ms = 100;\n};",
+		   "kvferry.conf:3: rdma.reconnect_backoff_max_ms: expected at least "
+		   "rdma.reconnect_backoff_ms (500), got 100");
+	/* The default max (5000) is below this base. */
+	expect_err("rdma = {\n  reconnect_backoff_ms = 6000;\n};",
+		   "kvferry.conf:2: rdma.reconnect_backoff_max_ms: expected at least "
+		   "rdma.reconnect_backoff_ms (6000), got 5000");
+	expect_ok("rdma = { reconnect_backoff_ms = 0; reconnect_backoff_max_ms = 0; };", &c);
+	cr_assert_eq(c.reconnect_backoff_ms, 0);
+	expect_ok("", &c);
+	cr_assert_eq(c.reconnect_backoff_ms, 100);
+	cr_assert_eq(c.reconnect_backoff_max_ms, 5000);
+}
+
 Test(config, cross_key_error_names_the_line_of_the_key_that_broke_it)
 {
 	/* Only sq_depth is set: the rule broke at its line, though the
