@@ -372,6 +372,9 @@ static int get_or_connect(struct kvf_rdma *t, const char *peer, const struct kvf
 		return 0;
 	if (atomic_load(&t->dev_dead))
 		return -ENODEV;
+	/* A connection the poller found dead since the last progress counts
+	 * for the backoff before another starts (retire, sched.c). */
+	kvf_sched_collect(t);
 	rc = check_backoff(t, peer, info);
 	if (rc)
 		return rc;
