@@ -71,19 +71,29 @@ int kvf_engine_fd(const kvf_engine *eng)
 	return eng ? eng->wake_fd : -EINVAL;
 }
 
+/* Announce the sleep, then read the bound (after arming: see the top).
+ * Returns the ns to sleep at most; 0: work is pending, nothing armed. */
+static uint64_t arm_and_bound(struct kvf_engine *eng)
+{
+	uint64_t ns;
+
+	if (!eng->wait_armed && !arm(eng))
+		return 0;
+	ns = work_bound_ns(eng, UINT64_MAX);
+	if (ns == 0)
+		kvf_engine_wait_end(eng);
+	return ns;
+}
+
 int kvf_engine_wait_prepare(kvf_engine *eng)
 {
 	uint64_t ns, ms;
 
 	if (!eng)
 		return -EINVAL;
-	if (!eng->wait_armed && !arm(eng))
+	ns = arm_and_bound(eng);
+	if (ns == 0)
 		return 0;
-	ns = work_bound_ns(eng, UINT64_MAX);
-	if (ns == 0) {
-		kvf_engine_wait_end(eng);
-		return 0;
-	}
 	/* Rounded up: a poll in ms wakes at or after the deadline, never
 	 * before it with nothing to do (a spin). */
 	ms = ns / 1000000u + (ns % 1000000u != 0);
@@ -111,13 +121,9 @@ int kvf_engine_wait(kvf_engine *eng, int timeout_ms)
 	if (!eng)
 		return -EINVAL;
 	cap = timeout_ms < 0 ? UINT64_MAX : (uint64_t)timeout_ms * 1000000u;
-	if (!eng->wait_armed && !arm(eng))
+	ns = arm_and_bound(eng);
+	if (ns == 0)
 		return 1;
-	ns = work_bound_ns(eng, UINT64_MAX);
-	if (ns == 0) {
-		kvf_engine_wait_end(eng);
-		return 1;
-	}
 	rc = cap ? sleep_fd(eng->wake_fd, min_u64(ns, cap)) : 0;
 	woke = kvf_engine_wait_end(eng);
 	if (rc < 0)
