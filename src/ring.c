@@ -249,16 +249,17 @@ bool kvf_ring_wait_arm(struct kvf_ring *r)
 
 bool kvf_ring_wait_disarm(struct kvf_ring *r)
 {
+	/* Down already: a producer took it, and wrote or is about to. */
+	bool taken = !atomic_exchange_explicit(&r->sleeping, 0, memory_order_relaxed);
 	uint64_t n;
 
-	/* Still up: no producer took it, so no write is owed. */
-	if (atomic_exchange_explicit(&r->sleeping, 0, memory_order_relaxed))
-		return false;
-	/* A producer took it and wrote, or is about to: read what is there.
-	 * One that writes after this read leaves the fd readable, a spurious
-	 * wakeup later, never a lost one. */
+	/* Read the fd whether or not it was taken: the producer of an earlier
+	 * sleep may have written after that sleep's read, so the fd can be
+	 * readable with the flag still up (this sleep then returned at once).
+	 * Left unread, it would end every later sleep at once: a spin. One
+	 * nonblocking read per sleep; a write after it is one spurious wakeup. */
 	if (r->wake_fd >= 0)
 		while (read(r->wake_fd, &n, sizeof(n)) < 0 && errno == EINTR)
 			;
-	return true;
+	return taken;
 }

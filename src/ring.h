@@ -45,8 +45,9 @@ bool kvf_ring_wait_arm(struct kvf_ring *r);
  * it announced a sleep. The same fence as a push: a consumer that reads
  * that work after kvf_ring_wait_arm cannot miss both it and the wakeup. */
 void kvf_ring_wake(struct kvf_ring *r);
-/* Consumer, after an armed sleep: take the flag down and drain the fd.
- * Returns true when a producer had taken the flag (an event came). */
+/* Consumer, after an armed sleep: take the flag down and drain the fd
+ * (always: a late write of an earlier sleep may be there). Returns true
+ * when a producer had taken the flag (an event came). */
 bool kvf_ring_wait_disarm(struct kvf_ring *r);
 
 /* For tests: kvf_ring_create with both free-running indices starting at

@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "fake_transport.h"
@@ -178,6 +179,24 @@ Test(wait, fd_is_written_only_after_prepare)
 	cr_assert(fd_readable(fd, 1000), "the push after prepare did not wake the fd");
 	cr_assert_eq(kvf_progress(eng), 1);
 	cr_assert_not(fd_readable(fd, 0), "progress did not drain the fd");
+}
+
+/* The poller of an earlier sleep wrote the fd after that sleep drained it
+ * (it took the flag first): the next sleep returns at once for it, and must
+ * drain it, or every later sleep returns at once (a spin). */
+Test(wait, a_late_wakeup_is_drained)
+{
+	uint64_t one = 1, t0;
+
+	cr_assert_eq(write(kvf_engine_fd(eng), &one, sizeof(one)), (ssize_t)sizeof(one));
+	cr_assert_geq(kvf_engine_wait(eng, 1000), 0);
+	t0 = kvf_monotonic_ns();
+	cr_assert_eq(kvf_engine_wait(eng, 60), 0, "the stale wakeup was left in the fd");
+	cr_expect_geq(ms_since(t0), 55.0, "returned after %.1f ms", ms_since(t0));
+	kvf_engine_wait_prepare(eng);
+	cr_assert_eq(write(kvf_engine_fd(eng), &one, sizeof(one)), (ssize_t)sizeof(one));
+	kvf_progress(eng);
+	cr_assert_not(fd_readable(kvf_engine_fd(eng), 0), "progress left a stale wakeup in the fd");
 }
 
 Test(wait, prepare_rounds_the_deadline_up)
