@@ -4,7 +4,8 @@
 # has no RDMA device (issue 11). Then the figures of the issue's goals,
 # their ratios, JSON and two plots.
 #
-#   scripts/bench-compare.sh [--quick] [--only perftest,ucx,sweep,goals,policy] [--out DIR]
+#   scripts/bench-compare.sh [--quick] [--spin] [--only perftest,ucx,sweep,goals,policy,wait]
+#                            [--out DIR]
 #
 # In the guest (two rxe devices on a veth pair), at 64 B, 2 KiB, 16 KiB,
 # 64 KiB and 1 MiB: ib_write_bw and ib_write_lat (RoCE v2, -u 18, DEV1 ->
@@ -18,7 +19,14 @@
 # (gnuplot). --quick: fewer iterations and rooms (a smoke run, not figures);
 # --only: those parts only (policy: ib_write_bw at 16 KiB, then the 16 KiB
 # goal with the default poller and with rdma.poll_idle_us 0; not in the
-# default run, whose goals include both).
+# default run, whose goals include both; wait: ib_write_lat 64 B and
+# ib_write_bw 16 KiB, then the 64 B latency goal and the 16 KiB goal each
+# spinning and with --wait, with the default poller and rdma.poll_idle_us 0).
+# The 64 B latency goal and the 16 KiB goal run with kvferry-bench --wait
+# (the schedulers sleep in kvf_engine_wait instead of spinning: better on
+# both, docs/performance.md); lat64-spin is the latency goal spinning.
+# --spin: those goals spin too (the SGLang goal always spins: not yet
+# measured with --wait).
 #
 # Environment: KVF_BUILD_DIR (default build), KVF_VM_TIMEOUT (default 1500).
 # Needs the packages of KVF_PKGS_BENCH (scripts/lib.sh) besides perftest.
@@ -28,7 +36,7 @@ KVF_PROG=bench-compare
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$KVF_REPO"
 
-quick=0 inner=0 only=
+quick=0 inner=0 only= gwait=(--wait)
 out=${KVF_BUILD_DIR:-build}/bench-compare
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -36,7 +44,8 @@ while [ $# -gt 0 ]; do
 	--out) out=${2:?}; shift 2 ;;
 	--only) only=${2:?}; shift 2 ;;
 	--inner) inner=1; shift ;;
-	-h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--spin) gwait=(); shift ;;
+	-h|--help) sed -n '2,/^set -euo/{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) kvf_die "unknown argument: $1 (see --help)" ;;
 	esac
 done
@@ -210,13 +219,16 @@ inner_run() {
 			--layout rotated --verify-rooms 8 --seed 5
 		policy_16k 80
 	fi
+	[[ ,$only, == *,wait,* ]] && wait_part
 	step goals || return 0
 	n=$((quick ? 30 : 80))
 	kvf goal-16k --rooms $n --buffers 64 --blocks-per-room 2 --block-size 16384 \
-		--layout rotated --verify-rooms 8 --seed 5
+		--layout rotated --verify-rooms 8 --seed 5 "${gwait[@]+"${gwait[@]}"}"
 	kvf goal-sglang --rooms $n --buffers 64 --blocks-per-room 16 --block-size 2048 \
 		--layout sglang --verify-rooms 8 --seed 6
 	kvf goal-lat64 --rooms $((quick ? 200 : 1000)) --buffers 1 --blocks-per-room 1 \
+		--block-size 64 --window 1 --verify-rooms 20 --seed 7 "${gwait[@]+"${gwait[@]}"}"
+	kvf lat64-spin --rooms $((quick ? 200 : 1000)) --buffers 1 --blocks-per-room 1 \
 		--block-size 64 --window 1 --verify-rooms 20 --seed 7
 	# who gets the cores: the same rooms with pollers that sleep at once
 	# (rdma.poll_idle_us 0), then with the bench's loop yielding when idle
@@ -228,6 +240,26 @@ inner_run() {
 	kvf 16k-yield --rooms $n --buffers 64 --blocks-per-room 2 --block-size 16384 \
 		--layout rotated --verify-rooms 8 --seed 5 --idle-yield
 	policy_16k "$n"
+}
+
+# --only wait: spinning against waiting (kvferry-bench --wait), with the
+# default poller and with pollers that sleep at once, on the 64 B latency
+# goal and the 16 KiB goal, with their perftest references in this boot.
+wait_part() {
+	local n=$((quick ? 30 : 80)) m=$((quick ? 200 : 500)) w poll
+	local lat=(--buffers 1 --blocks-per-room 1 --block-size 64 --window 1 --verify-rooms 20 --seed 7)
+	local bw=(--buffers 64 --blocks-per-room 2 --block-size 16384 --layout rotated --verify-rooms 8 --seed 5)
+	local sleep0=(--prefill-set rdma.poll_idle_us=0 --decode-set rdma.poll_idle_us=0)
+	perftest ib_write_lat 64 "$(lat_iters 64)"
+	perftest ib_write_bw 16384 "$(iters 16384)" --report_gbits
+	kvf goal-lat64 --rooms $m "${lat[@]}"
+	kvf lat64-wait --rooms $m "${lat[@]}" --wait
+	kvf lat64-sleep --rooms $m "${lat[@]}" "${sleep0[@]}"
+	kvf lat64-sleep-wait --rooms $m "${lat[@]}" "${sleep0[@]}" --wait
+	kvf goal-16k --rooms $n "${bw[@]}"
+	kvf 16k-wait --rooms $n "${bw[@]}" --wait
+	kvf 16k-sleep --rooms $n "${bw[@]}" "${sleep0[@]}"
+	kvf 16k-sleep-wait --rooms $n "${bw[@]}" "${sleep0[@]}" --wait
 }
 
 # The 16 KiB goal with pollers that sleep at once (rdma.poll_idle_us 0);
@@ -256,6 +288,7 @@ fi
 share=() qarg=()
 [ $quick = 1 ] && qarg=(--quick)
 [ -n "$only" ] && qarg+=(--only "$only")
+[ ${#gwait[@]} = 0 ] && qarg+=(--spin)
 case $build/ in "$KVF_REPO"/*) ;; *) share=(--share "$build") ;; esac
 "$KVF_REPO/scripts/rxe-vm.sh" --devices 2 --rw --timeout "${KVF_VM_TIMEOUT:-1500}" \
 	"${share[@]+"${share[@]}"}" -- scripts/bench-compare.sh --inner --out "$out" \

@@ -15,6 +15,9 @@ import sys
 
 SIZES = [64, 2048, 16384, 65536, 1048576]
 MIB_S_TO_GBPS = 1048576 * 8 / 1e9  # ucx_perftest's MB/s are MiB/s
+# the kvferry-bench runs of the goals and of the policy and wait parts
+RUNS = ("goal-16k", "goal-sglang", "goal-lat64", "lat64-spin", "lat64-wait", "lat64-sleep", "lat64-sleep-wait",
+        "lat64-yield", "16k-wait", "16k-yield", "16k-sleep", "16k-sleep-wait")
 
 
 def read(path):
@@ -78,7 +81,7 @@ def raw_figures(raw):
         k = kvf_json(f"{raw}/kvf-sweep-{s}.json")
         if k:
             res["kvferry_sweep"][s] = k
-    for g in ("goal-16k", "goal-sglang", "goal-lat64", "lat64-sleep", "lat64-yield", "16k-yield", "16k-sleep"):
+    for g in RUNS:
         res[g] = kvf_json(f"{raw}/kvf-{g}.json")
         pre = kvf_json(f"{raw}/kvf-{g}.prefill.json")
         if res[g] and pre:
@@ -134,7 +137,7 @@ def print_raw(res):
               f" {fmt(ul and ul['p50']):>15}")
     for name, e in sorted(res["ucx_errors"].items()):
         print(f"ucx_perftest {name}: no figure: {e}")
-    for g in ("goal-16k", "goal-sglang", "goal-lat64", "lat64-sleep", "lat64-yield", "16k-yield", "16k-sleep"):
+    for g in RUNS:
         k = res[g]
         if not k:
             print(f"kvferry {g}: no figure")

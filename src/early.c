@@ -173,6 +173,14 @@ bool kvf_early_take(struct kvf_early *e, uint64_t id, uint32_t role, uint32_t co
 	return true;
 }
 
+bool kvf_early_next(const struct kvf_early *e, uint64_t *when)
+{
+	if (!e->head)
+		return false;
+	*when = e->ent[e->head - 1].expires;
+	return true;
+}
+
 bool kvf_early_pop_expired(struct kvf_early *e, uint64_t now, struct kvf_early_ent *out)
 {
 	if (!e->head || e->ent[e->head - 1].expires > now)

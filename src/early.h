@@ -75,6 +75,8 @@ bool kvf_early_take(struct kvf_early *e, uint64_t id, uint32_t role, uint32_t co
  * fan-out's): what engine.max_parked_info_bytes bounds (the sum over the
  * parked ones is info_bytes). */
 size_t kvf_early_info_bytes(const struct kvf_peer_info *info);
+/* When the oldest entry expires, in *when. false if none. */
+bool kvf_early_next(const struct kvf_early *e, uint64_t *when);
 /* Remove and return the oldest entry if it expired at now. */
 bool kvf_early_pop_expired(struct kvf_early *e, uint64_t now, struct kvf_early_ent *out);
 

@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "fan.h"
@@ -47,6 +49,11 @@ static int alloc_tables(struct kvf_engine *eng)
 	eng->ring = kvf_ring_create(eng->cfg.ring_size);
 	if (!eng->slots || !eng->free_stack || !eng->obs || !eng->batch || !eng->ring)
 		return -ENOMEM;
+	/* Nonblocking: the poller's write never waits, the drain never blocks. */
+	eng->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (eng->wake_fd < 0)
+		return -errno;
+	kvf_ring_set_wake_fd(eng->ring, eng->wake_fd);
 	eng->batch_cap = KVF_BATCH;
 	eng->nslots = n;
 	/* Slot 0 on top: the first room gets slot 0, gen 1. */
@@ -73,6 +80,8 @@ static void free_tables(struct kvf_engine *eng)
 			free(ev.data);
 		kvf_ring_destroy(eng->ring);
 	}
+	if (eng->wake_fd >= 0)
+		close(eng->wake_fd);
 	for (uint32_t i = 0; eng->slots && i < eng->nslots; i++) {
 		kvf_fan_drop(eng, i); /* once, by its lead; members' pointers cleared */
 		free(eng->slots[i].info);
@@ -105,6 +114,7 @@ int kvf_engine_create(const struct kvf_config *cfg, const struct kvf_transport_o
 	if (!eng)
 		return -ENOMEM;
 	eng->cfg = *cfg;
+	eng->wake_fd = -1;
 	eng->now_fn = monotonic_ns;
 	eng->ops = ops;
 	eng->t = tctx;
@@ -305,6 +315,8 @@ int kvf_progress(kvf_engine *eng)
 
 	if (!eng)
 		return -EINVAL;
+	if (eng->wait_armed)
+		kvf_engine_wait_end(eng);
 	n = drain_ring(eng);
 	now = kvf_now(eng);
 	while (kvf_timers_pop_due(&eng->timers, now, &slot)) {

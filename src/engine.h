@@ -21,6 +21,10 @@ int kvf_engine_create(const struct kvf_config *cfg,
 void kvf_engine_set_transport(kvf_engine *eng, const struct kvf_transport_ops *ops,
 			      void *tctx);
 
+/* End a sleep kvf_engine_wait_prepare announced (wait.c; kvf_progress
+ * calls it). Returns true when the poller had woken it. */
+bool kvf_engine_wait_end(kvf_engine *eng);
+
 /* The ring the transport's poller thread produces into. */
 struct kvf_ring *kvf_engine_ring(kvf_engine *eng);
 

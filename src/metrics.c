@@ -232,6 +232,14 @@ void kvf_metrics_tick(struct kvf_engine *eng, uint64_t now)
 	kvf_metrics_publish(eng);
 }
 
+bool kvf_metrics_next(const struct kvf_engine *eng, uint64_t *when)
+{
+	if (!eng->metrics)
+		return false;
+	*when = eng->metrics->next_ns;
+	return true;
+}
+
 /* Announce the reader in the buffer's count, then check the buffer is
  * still the published one: if it is, the scheduler (whose free_buf reads
  * the count after unpublishing) will not write it until kvf_snap_put. */

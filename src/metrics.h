@@ -95,6 +95,8 @@ int kvf_metrics_init(struct kvf_engine *eng);
 void kvf_metrics_fini(struct kvf_engine *eng);
 /* Take and publish a snapshot when one is due (kvf_progress). */
 void kvf_metrics_tick(struct kvf_engine *eng, uint64_t now);
+/* When the next snapshot is due, in *when. false: metrics are off. */
+bool kvf_metrics_next(const struct kvf_engine *eng, uint64_t *when);
 /* Take and publish one now. Returns 0, -EBUSY (every buffer held), -ENOMEM. */
 int kvf_metrics_publish(struct kvf_engine *eng);
 

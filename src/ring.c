@@ -14,14 +14,30 @@
  *   producer: slot writes, then store-release tail  --> consumer: load-acquire
  *             tail, then slot reads;
  *   consumer: slot reads, then store-release head   --> producer: load-acquire
- *             head, then slot writes (reuse). */
+ *             head, then slot writes (reuse).
+ *
+ * Waking a consumer that sleeps (kvf_ring_wait_arm): a third line, the
+ * waiter's, holds a flag the consumer raises before it sleeps and an eventfd
+ * it sleeps on. The pair is Dekker's, with a seq_cst fence on each side:
+ *   consumer: store sleeping = 1; fence; load tail (empty? then sleep)
+ *   producer: store tail;         fence; load sleeping (set? then write fd)
+ * The fences order each side's store before its load, and all seq_cst
+ * fences are in one total order: whichever fence comes second, its load
+ * sees the other side's store. So either the consumer sees the event and
+ * does not sleep, or the producer sees the flag and writes the eventfd
+ * (which stays readable until read): a wakeup cannot be lost. The producer
+ * pays one fence and a load of a line that is written only around a sleep
+ * (it stays shared in its cache); the eventfd write, a syscall, only when
+ * the consumer announced a sleep, once per sleep (exchange). */
 #include "ring.h"
 
+#include <errno.h>
 #include <sched.h>
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define CACHELINE 64
 #define SPIN_BEFORE_YIELD 128
@@ -39,6 +55,11 @@ struct kvf_ring {
 	/* Consumer's line. */
 	alignas(CACHELINE) _Atomic uint32_t head; /* next slot to read */
 	uint32_t tail_cache;                      /* consumer's copy of tail */
+
+	/* Waiter's line: written by the consumer around a sleep, and by the
+	 * producer's exchange once per sleep. */
+	alignas(CACHELINE) _Atomic uint32_t sleeping;
+	int wake_fd;                              /* eventfd, -1 = none */
 
 	alignas(CACHELINE) struct kvf_event slots[];
 };
@@ -69,6 +90,8 @@ struct kvf_ring *kvf_ring_create_at(uint32_t size, uint32_t start)
 	atomic_init(&r->tail, start);
 	atomic_init(&r->head, start);
 	atomic_init(&r->stalls, 0);
+	atomic_init(&r->sleeping, 0);
+	r->wake_fd = -1;
 	r->head_cache = start;
 	r->tail_cache = start;
 	return r;
@@ -82,6 +105,20 @@ struct kvf_ring *kvf_ring_create(uint32_t size)
 void kvf_ring_destroy(struct kvf_ring *r)
 {
 	free(r);
+}
+
+/* The consumer announced a sleep: one write per sleep (whoever takes the
+ * flag first writes; a second producer push finds it down). */
+__attribute__((noinline, cold))
+static void wake_now(struct kvf_ring *r)
+{
+	uint64_t one = 1;
+
+	if (!atomic_exchange_explicit(&r->sleeping, 0, memory_order_relaxed) || r->wake_fd < 0)
+		return;
+	/* EAGAIN: the counter is full, so the fd is readable already. */
+	while (write(r->wake_fd, &one, sizeof(one)) < 0 && errno == EINTR)
+		;
 }
 
 static inline bool ring_put(struct kvf_ring *r, const struct kvf_event *ev)
@@ -104,9 +141,26 @@ static inline bool ring_put(struct kvf_ring *r, const struct kvf_event *ev)
 	return true;
 }
 
+/* After an event is counted: wake the consumer if it announced a sleep.
+ * The fence pairs with the one in kvf_ring_wait_arm (see the top). */
+static inline void wake_check(struct kvf_ring *r)
+{
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(&r->sleeping, memory_order_relaxed))
+		wake_now(r);
+}
+
+void kvf_ring_wake(struct kvf_ring *r)
+{
+	wake_check(r);
+}
+
 bool kvf_ring_try_push(struct kvf_ring *r, const struct kvf_event *ev)
 {
-	return ring_put(r, ev);
+	if (!ring_put(r, ev))
+		return false;
+	wake_check(r);
+	return true;
 }
 
 /* Out of line so that push's fast path needs no saved registers. */
@@ -130,6 +184,7 @@ void kvf_ring_push(struct kvf_ring *r, const struct kvf_event *ev)
 {
 	if (!ring_put(r, ev))
 		push_wait(r, ev);
+	wake_check(r);
 }
 
 uint32_t kvf_ring_pop_batch(struct kvf_ring *r, struct kvf_event *out, uint32_t max)
@@ -172,4 +227,39 @@ uint32_t kvf_ring_count(const struct kvf_ring *r)
 uint64_t kvf_ring_stalls(const struct kvf_ring *r)
 {
 	return atomic_load_explicit(&r->stalls, memory_order_relaxed);
+}
+
+void kvf_ring_set_wake_fd(struct kvf_ring *r, int fd)
+{
+	r->wake_fd = fd;
+}
+
+bool kvf_ring_wait_arm(struct kvf_ring *r)
+{
+	atomic_store_explicit(&r->sleeping, 1, memory_order_relaxed);
+	/* Pairs with the fence in wake_check (see the top): after it, either
+	 * we see the producer's tail or it sees our flag. */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(&r->tail, memory_order_relaxed) ==
+	    atomic_load_explicit(&r->head, memory_order_relaxed))
+		return true;
+	atomic_store_explicit(&r->sleeping, 0, memory_order_relaxed);
+	return false;
+}
+
+bool kvf_ring_wait_disarm(struct kvf_ring *r)
+{
+	/* Down already: a producer took it, and wrote or is about to. */
+	bool taken = !atomic_exchange_explicit(&r->sleeping, 0, memory_order_relaxed);
+	uint64_t n;
+
+	/* Read the fd whether or not it was taken: the producer of an earlier
+	 * sleep may have written after that sleep's read, so the fd can be
+	 * readable with the flag still up (this sleep then returned at once).
+	 * Left unread, it would end every later sleep at once: a spin. One
+	 * nonblocking read per sleep; a write after it is one spurious wakeup. */
+	if (r->wake_fd >= 0)
+		while (read(r->wake_fd, &n, sizeof(n)) < 0 && errno == EINTR)
+			;
+	return taken;
 }

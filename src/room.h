@@ -147,6 +147,8 @@ struct kvf_engine {
 	struct kvf_conn_rooms by_conn; /* each connection's rooms */
 
 	struct kvf_ring *ring;
+	int wake_fd;              /* eventfd the poller writes for a sleeping scheduler (wait.c) */
+	bool wait_armed;          /* kvf_engine_wait_prepare announced a sleep; progress ends it */
 	struct kvf_event *batch;
 	uint32_t batch_cap;
 

@@ -107,6 +107,14 @@ void kvf_timers_cancel(struct kvf_timers *t, uint32_t slot)
 	sift_down(t, t->pos[moved.slot] - 1);
 }
 
+bool kvf_timers_next(const struct kvf_timers *t, uint64_t *when)
+{
+	if (t->n == 0)
+		return false;
+	*when = t->heap[0].when;
+	return true;
+}
+
 bool kvf_timers_pop_due(struct kvf_timers *t, uint64_t now, uint32_t *slot)
 {
 	if (t->n == 0 || t->heap[0].when > now)

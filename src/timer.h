@@ -27,6 +27,8 @@ void kvf_timers_set(struct kvf_timers *t, uint32_t slot, uint64_t when);
 /* Disarm; no-op when not armed. */
 void kvf_timers_cancel(struct kvf_timers *t, uint32_t slot);
 bool kvf_timers_armed(const struct kvf_timers *t, uint32_t slot);
+/* The earliest deadline armed, in *when. false if none (O(1)). */
+bool kvf_timers_next(const struct kvf_timers *t, uint64_t *when);
 /* The earliest entry with when <= now: its slot, disarmed. false if none. */
 bool kvf_timers_pop_due(struct kvf_timers *t, uint64_t now, uint32_t *slot);
 

@@ -148,6 +148,11 @@ struct kvf_transport_ops {
 	/* Scheduler-thread work: queued writes, heartbeats, misses. */
 	int (*progress)(void *t, uint64_t now_ns);
 
+	/* How long the scheduler may sleep (kvf_engine_wait) before progress
+	 * owes work nothing pushes an event for (heartbeats, queued frames,
+	 * staging copies): ns, at most max_ns. Optional (NULL: no bound). */
+	uint64_t (*wait_ns)(void *t, uint64_t max_ns);
+
 	/* Copy the transport's counters (scheduler thread). Optional.
 	 * Returns 0 or -errno. */
 	int (*stats)(void *t, struct kvf_transport_stats *out);

@@ -40,6 +40,7 @@ struct opts {
 	const char *lat_out;   /* per-room latencies, one line each */
 	bool progress;
 	bool idle_yield;        /* sched_yield() after a turn with nothing applied */
+	bool wait;              /* kvf_engine_wait after a turn with nothing applied */
 };
 
 /* Per-room times (CLOCK_MONOTONIC ns; 0 = not yet). */
@@ -89,6 +90,10 @@ int bench_open_side(const char *cfg, bool prefill, const struct opts *o, struct 
 int bench_drive(const struct opts *o, struct side *s, struct stamps *st);
 bool bench_side_done(const struct opts *o, const struct side *s, bool timed);
 int bench_stamps_open(const struct opts *o, bool prefill, struct stamps *st);
+
+/* bench_wait.c: sleep until either engine has work (at most 100 ms).
+ * Returns 0 or -errno. */
+int bench_idle_wait(const struct side *p, const struct side *d);
 
 /* bench_report.c */
 struct cpu_mark {

@@ -29,6 +29,8 @@
  *   prefill|decode)  --timeout S (120, both passes)  --no-progress  --json
  *   --idle-yield (sched_yield() after a loop turn where no engine applied
  *   an event, instead of spinning on: leaves the cores to the pollers)
+ *   --wait (after such a turn, sleep until an engine has work:
+ *   kvf_engine_wait, or both engines' fds in one poll(); bench_wait.c)
  *
  * Exit status 0 when every room that was not asked to abort succeeded on
  * both passes and every checked word matched.
@@ -56,6 +58,10 @@ static int run_pass(const struct opts *o, struct side *p, struct side *d, struct
 		 * this loop would only spin, taking a core from the pollers. */
 		if (o->idle_yield && p->applied <= 0 && d->applied <= 0)
 			sched_yield();
+		if (o->wait && p->applied <= 0 && d->applied <= 0 && (rc = bench_idle_wait(p, d))) {
+			fprintf(stderr, "kvferry-bench: waiting: %s\n", strerror(-rc));
+			return rc;
+		}
 		if ((double)(bench_now_ns() - t0) / 1e9 > o->timeout_s) {
 			fprintf(stderr, "kvferry-bench: timeout after %.0f s; live rooms:\n", o->timeout_s);
 			kvf_dump(p->eng ? p->eng : d->eng, stderr);

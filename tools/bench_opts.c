@@ -14,7 +14,7 @@ static void usage(const char *why)
 		"  [--prefill-set KEY=VALUE]... [--decode-set KEY=VALUE]...\n"
 		"  [--buffers N] [--block-size B] [--blocks-per-room N] [--window N] [--seed N]\n"
 		"  [--layout rotated|contiguous|sglang] [--verify pass|inline|off] [--verify-rooms N]\n"
-		"  [--stamps FILE] [--latencies FILE] [--no-progress] [--idle-yield]\n"
+		"  [--stamps FILE] [--latencies FILE] [--no-progress] [--idle-yield] [--wait]\n"
 		"  [--abort-every N --abort-side prefill|decode] [--timeout S] [--json]\n");
 	exit(2);
 }
@@ -95,6 +95,7 @@ void bench_parse(int argc, char **argv, struct opts *o)
 		if (!strcmp(a, "--json")) { o->json = 1; continue; }
 		if (!strcmp(a, "--no-progress")) { o->progress = false; continue; }
 		if (!strcmp(a, "--idle-yield")) { o->idle_yield = true; continue; }
+		if (!strcmp(a, "--wait")) { o->wait = true; continue; }
 		if (!v)
 			usage("an option without its value");
 		vr |= !strcmp(a, "--verify-rooms");

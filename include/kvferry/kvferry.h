@@ -19,7 +19,8 @@
  * Threads: every function here is called from one thread, the scheduler
  * thread, which owns the room table. kvf_progress() drains the events that the
  * completion poller thread produced and applies deadlines; call it every
- * scheduler iteration. The only exceptions are kvf_engine_open,
+ * scheduler iteration, or wait for work with kvf_engine_wait (or its fd)
+ * instead of spinning. The only exceptions are kvf_engine_open,
  * kvf_engine_open_with and kvf_engine_close.
  *
  * The promise: every room reaches SUCCESS or FAILED within a bounded time, a
@@ -334,6 +335,43 @@ KVF_API int kvf_engine_set_clock(kvf_engine *eng, uint64_t (*fn)(void *arg), voi
  * With nothing due it costs O(1) in the number of live rooms.
  */
 KVF_API int kvf_progress(kvf_engine *eng);
+
+/*
+ * Waiting for work instead of spinning (scheduler thread). A scheduler with
+ * nothing to do calls kvf_engine_wait between kvf_progress calls and gives
+ * its core to the poller: it returns when the poller pushed an event, when
+ * something kvf_progress owes on a clock falls due (the earliest room
+ * deadline, a tombstone or parked ROOM_INFO TTL, the periodic summary, the
+ * metrics snapshot, the transport's heartbeats and queued frames), when
+ * timeout_ms passes (< 0: no limit but those), or at once when work is
+ * pending. Call kvf_progress after it, whatever it returned: the wait never
+ * applies anything itself, and a room's deadline is never passed over while
+ * the scheduler sleeps. While the scheduler does not wait, the poller pays
+ * one memory fence per event and never a syscall.
+ * Returns 1 (work is, or may be, pending: an event, a deadline due), 0 (the
+ * timeout passed with nothing), or -EINVAL (NULL engine), -EINTR (a signal
+ * interrupted the sleep).
+ */
+KVF_API int kvf_engine_wait(kvf_engine *eng, int timeout_ms);
+
+/*
+ * For a scheduler with its own poll/epoll loop (Python's asyncio): an eventfd
+ * that becomes readable when the poller pushes an event after
+ * kvf_engine_wait_prepare announced a sleep. Never read or close it; the
+ * engine drains it in its next kvf_progress (or kvf_engine_wait) and closes
+ * it in kvf_engine_close. Each iteration: kvf_progress(); t =
+ * kvf_engine_wait_prepare(); poll the fd (with your other fds) for at most t
+ * ms; repeat. Without the prepare call the fd is never written (the poller
+ * only writes it for a scheduler that announced its sleep).
+ * kvf_engine_fd returns the fd (>= 0) or -EINVAL (NULL engine).
+ * kvf_engine_wait_prepare announces the sleep and returns how many ms the
+ * caller may sleep at most: 0 when work is pending (call kvf_progress now;
+ * nothing stays armed), INT_MAX when nothing falls due on a clock, or
+ * -EINVAL (NULL engine). The value is rounded up: the engine's deadlines are
+ * applied at most 1 ms late, never skipped.
+ */
+KVF_API int kvf_engine_fd(const kvf_engine *eng);
+KVF_API int kvf_engine_wait_prepare(kvf_engine *eng);
 
 /* Copy the counters and gauges; set out->size first (see struct kvf_stats).
  * Returns 0 or -EINVAL (NULL argument, out->size too small). */

@@ -20,10 +20,13 @@
 #include <Python.h>
 
 #include <errno.h>
+#include <limits.h>
+#include <stdbool.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <kvferry/kvferry.h>
 
@@ -85,6 +88,7 @@ typedef struct {
 	PyObject *keep;      /* memoryviews of the pool's buffer objects */
 	PyObject *regions;   /* region id -> memoryviews of its buffer objects */
 	PyObject *weakrefs;
+	bool waiting;        /* the owner is in wait() without the GIL */
 } EngineObject;
 
 typedef struct {
@@ -301,6 +305,15 @@ static void engine_do_close(EngineObject *self)
 	kvf_engine *eng = self->eng;
 
 	self->eng = NULL;
+	if (eng && self->waiting) {
+		/* The owner sleeps in kvf_engine_wait on this engine: wake it
+		 * (a write to its eventfd) and let it close on its way out. */
+		uint64_t one = 1;
+
+		if (write(kvf_engine_fd(eng), &one, sizeof(one)) < 0)
+			PyErr_WarnEx(PyExc_RuntimeWarning, "kvferry: could not wake wait()", 1);
+		return;
+	}
 	if (eng) {
 		Py_BEGIN_ALLOW_THREADS
 		kvf_engine_close(eng);
@@ -683,6 +696,55 @@ static PyObject *engine_progress(EngineObject *self, PyObject *unused)
 	return PyLong_FromLong(rc);
 }
 
+/* wait(timeout_ms=-1): kvf_engine_wait without the GIL. A close from
+ * another thread meanwhile wakes it and leaves the closing to it. */
+static PyObject *engine_wait(EngineObject *self, PyObject *args)
+{
+	int timeout = -1, rc;
+	kvf_engine *eng;
+
+	if (!PyArg_ParseTuple(args, "|i:wait", &timeout) || engine_usable(self) < 0)
+		return NULL;
+	eng = self->eng;
+	self->waiting = true;
+	Py_BEGIN_ALLOW_THREADS
+	rc = kvf_engine_wait(eng, timeout);
+	Py_END_ALLOW_THREADS
+	self->waiting = false;
+	if (!self->eng) {
+		self->eng = eng;
+		engine_do_close(self);
+		PyErr_SetString(PyExc_ValueError, "the kvferry engine was closed during wait()");
+		return NULL;
+	}
+	if (rc == -EINTR)
+		return PyErr_CheckSignals() < 0 ? NULL : Py_NewRef(Py_True);
+	if (rc < 0)
+		return raise_rc(rc, "wait", NULL);
+	return PyBool_FromLong(rc);
+}
+
+static PyObject *engine_fileno(EngineObject *self, PyObject *unused)
+{
+	if (engine_usable(self) < 0)
+		return NULL;
+	return PyLong_FromLong(kvf_engine_fd(self->eng));
+}
+
+static PyObject *engine_wait_prepare(EngineObject *self, PyObject *unused)
+{
+	int rc;
+
+	if (engine_usable(self) < 0)
+		return NULL;
+	rc = kvf_engine_wait_prepare(self->eng);
+	if (rc < 0)
+		return raise_rc(rc, "wait_prepare", NULL);
+	if (rc == INT_MAX)
+		Py_RETURN_NONE;
+	return PyFloat_FromDouble(rc / 1000.0);
+}
+
 static PyObject *engine_poll_many(EngineObject *self, PyObject *rooms)
 {
 	PyObject *seq, *out = NULL;
@@ -891,6 +953,16 @@ static PyMethodDef engine_methods[] = {
 	{ "progress", (PyCFunction)engine_progress, METH_NOARGS,
 	  "Drain events, expire deadlines, post queued work: once per scheduler iteration. "
 	  "Returns the number of events and expiries applied." },
+	{ "wait", (PyCFunction)engine_wait, METH_VARARGS,
+	  "wait(timeout_ms=-1) -> bool: sleep (GIL released) until the poller pushed an event, "
+	  "a deadline falls due or timeout_ms passes (< 0: only those); True when work may be "
+	  "pending. Call progress() after it." },
+	{ "fileno", (PyCFunction)engine_fileno, METH_NOARGS,
+	  "An fd readable when there is work after wait_prepare() (asyncio's add_reader); "
+	  "never read or close it." },
+	{ "wait_prepare", (PyCFunction)engine_wait_prepare, METH_NOARGS,
+	  "Announce a sleep on fileno(): returns the seconds to sleep at most (0.0: work "
+	  "pending, call progress() now; None: nothing falls due on a clock)." },
 	{ "poll_many", (PyCFunction)engine_poll_many, METH_O,
 	  "poll_many(rooms) -> list of states (ints, as kvferry.Poll), in one call" },
 	{ "stats", (PyCFunction)engine_stats, METH_NOARGS, "kvferry.Stats" },

@@ -637,6 +637,29 @@ static int op_progress(void *tp, uint64_t now_ns)
 	return 0;
 }
 
+/* How long the scheduler may sleep (kvf_engine_wait): until the next scan
+ * while anything waits on one (frames or writes queued, staging under way,
+ * connections the poller handed over), else until the next heartbeat walk.
+ * The poller publishes those stacks before kvf_ring_wake (sched.c), and the
+ * engine calls this after arming its sleep, so a handoff is never missed. */
+static uint64_t op_wait_ns(void *tp, uint64_t max_ns)
+{
+	struct kvf_rdma *t = tp;
+	uint64_t now = kvf_monotonic_ns(), next;
+	uint64_t hb = (uint64_t)t->cfg.heartbeat_interval_ms * 1000000ull;
+
+	if (t->s.pending || kvf_staging_busy(t) ||
+	    atomic_load_explicit(&t->handoff, memory_order_relaxed) ||
+	    atomic_load_explicit(&t->dead, memory_order_relaxed))
+		next = t->last_scan_ns + PROGRESS_EVERY_NS;
+	else if (hb)
+		next = t->last_hb_walk_ns + hb / 8;
+	else
+		return max_ns;
+	now = next > now ? next - now : 0;
+	return now < max_ns ? now : max_ns;
+}
+
 /* The counters for /metrics (scheduler thread). Send queues are the
  * scheduler's; the table is walked under its lock like op_progress does. */
 static int op_stats(void *tp, struct kvf_transport_stats *out)
@@ -682,6 +705,7 @@ const struct kvf_transport_ops kvf_rdma_ops = {
 	.teardown = op_teardown,
 	.on_wc = op_on_wc,
 	.progress = op_progress,
+	.wait_ns = op_wait_ns,
 	.close = kvf_rdma_close,
 };
 

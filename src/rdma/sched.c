@@ -13,6 +13,15 @@
 
 /* ----------------------------------------------- the two stacks (poller) */
 
+/* After a push: a scheduler asleep in kvf_engine_wait takes the stacks at
+ * its next progress (op_wait_ns reads them after it arms its sleep; the
+ * fence in kvf_ring_wake pairs with that arming). No ring: unit tests. */
+static void wake_scheduler(struct kvf_rdma *t)
+{
+	if (t->ring)
+		kvf_ring_wake(t->ring);
+}
+
 void kvf_sched_handoff(struct kvf_rdma *t, struct kvf_conn *c)
 {
 	struct kvf_conn *top = atomic_load_explicit(&t->handoff, memory_order_relaxed);
@@ -22,6 +31,7 @@ void kvf_sched_handoff(struct kvf_rdma *t, struct kvf_conn *c)
 		c->handoff_next = top;
 	while (!atomic_compare_exchange_weak_explicit(&t->handoff, &top, c, memory_order_release,
 						      memory_order_relaxed));
+	wake_scheduler(t);
 }
 
 void kvf_sched_dead(struct kvf_rdma *t, struct kvf_conn *c)
@@ -34,6 +44,7 @@ void kvf_sched_dead(struct kvf_rdma *t, struct kvf_conn *c)
 		c->dead_next = top;
 	while (!atomic_compare_exchange_weak_explicit(&t->dead, &top, c, memory_order_release,
 						      memory_order_relaxed));
+	wake_scheduler(t);
 }
 
 static struct kvf_conn *take(_Atomic(struct kvf_conn *) *stack)

@@ -502,6 +502,13 @@ void kvf_staging_progress(struct kvf_rdma *t, kvf_staging_kick_fn kick, kvf_stag
 	kvf_stage_grant(&s->pool, granted, t);
 }
 
+bool kvf_staging_busy(const struct kvf_rdma *t)
+{
+	const struct kvf_staging *s = t->staging;
+
+	return s && (s->pool.head || s->pool.rooms);
+}
+
 void kvf_staging_stats(const struct kvf_rdma *t, struct kvf_transport_stats *out)
 {
 	const struct kvf_staging *s = t->staging;

@@ -76,6 +76,9 @@ int kvf_staging_cancel(struct kvf_rdma *t, uint32_t conn, uint64_t wr_id, int nd
 typedef void (*kvf_staging_kick_fn)(struct kvf_conn *c);
 typedef void (*kvf_staging_fail_fn)(struct kvf_conn *c, uint16_t reason, const char *why);
 void kvf_staging_progress(struct kvf_rdma *t, kvf_staging_kick_fn kick, kvf_staging_fail_fn fail);
+/* Scheduler: staged work is under way (copies to watch, rooms holding or
+ * waiting for slots): progress is owed at its next scan, whatever else. */
+bool kvf_staging_busy(const struct kvf_rdma *t);
 
 void kvf_staging_stats(const struct kvf_rdma *t, struct kvf_transport_stats *out);
 

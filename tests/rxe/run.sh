@@ -152,6 +152,8 @@ TESTS=(
 	# kvf_throughput moves the 64-buffer layout
 	"kvf_bench_one_process|270|\$repo/tests/rxe/scenarios/bench.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 one 1000 1 16"
 	"kvf_bench_two_process|270|\$repo/tests/rxe/scenarios/bench.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 two 1000 1 16"
+	"kvf_bench_one_process_wait|270|\$repo/tests/rxe/scenarios/bench.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 one 1000 1 16 --wait"
+	"kvf_bench_two_process_wait|270|\$repo/tests/rxe/scenarios/bench.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 two 1000 1 16 --wait"
 	"kvf_abort_prefill|200|\$repo/tests/rxe/scenarios/abort.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 prefill"
 	"kvf_abort_decode|200|\$repo/tests/rxe/scenarios/abort.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 decode"
 	"kvf_kill_decode|120|\$repo/tests/rxe/scenarios/kill.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 decode KILL"

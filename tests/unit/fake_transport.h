@@ -22,6 +22,7 @@ struct fake {
 	int room_info_rc;
 	int signaled;           /* post_writes' answer */
 	int cancel_rc;
+	uint64_t wait_bound_ns; /* wait_ns's answer (0: no bound of its own) */
 	/* what was asked */
 	int room_infos, writes, cancels, aborts, acks, teardowns;
 	uint64_t room_info_id, room_info_handle;
@@ -141,6 +142,15 @@ static void fake_teardown(void *t, uint32_t conn, const char *why)
 		f->torn |= 1u << conn;
 }
 
+/* kvf_engine_wait's bound from the transport: a heartbeat-like one the
+ * test sets, or none. */
+static uint64_t fake_wait_ns(void *t, uint64_t max_ns)
+{
+	struct fake *f = t;
+
+	return f->wait_bound_ns && f->wait_bound_ns < max_ns ? f->wait_bound_ns : max_ns;
+}
+
 static const struct kvf_transport_ops fake_ops = {
 	.send_room_info = fake_room_info,
 	.post_chunk = fake_post_chunk,
@@ -148,6 +158,7 @@ static const struct kvf_transport_ops fake_ops = {
 	.send_abort = fake_abort,
 	.send_abort_ack = fake_ack,
 	.teardown = fake_teardown,
+	.wait_ns = fake_wait_ns,
 };
 
 /* The injected clock, in ns. */

@@ -11,6 +11,9 @@
 
 #include "ring.h"
 
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 static struct kvf_event ev_seq(uint64_t seq)
 {
 	return (struct kvf_event){ .kind = KVF_EV_WC, .key = seq * 7, .aux = seq };
@@ -216,5 +219,40 @@ Test(ring, push_waits_on_full_and_counts_one_stall)
 	cr_assert_eq(kvf_ring_pop_batch(r, out, size), size);
 	for (uint64_t i = 0; i < size; i++)
 		check_seq(&out[i], i + 1);
+	kvf_ring_destroy(r);
+}
+
+/* The waiter's line (kvf_ring_wait_arm / _disarm, kvf_ring_wake): arming
+ * refuses when events are there, a push after arming writes the fd once,
+ * and a push with nothing armed writes nothing. */
+Test(ring, wait_arm_and_wake)
+{
+	struct kvf_ring *r = kvf_ring_create(8);
+	struct kvf_event ev = {0}, out;
+	int fd = eventfd(0, EFD_NONBLOCK);
+	uint64_t n = 0;
+
+	cr_assert(r && fd >= 0);
+	kvf_ring_set_wake_fd(r, fd);
+	kvf_ring_push(r, &ev);
+	cr_assert_eq(read(fd, &n, sizeof(n)), -1, "a push with no sleep announced wrote the fd");
+	cr_assert_not(kvf_ring_wait_arm(r), "armed over a pending event");
+	cr_assert_eq(kvf_ring_pop_batch(r, &out, 1), 1);
+	cr_assert(kvf_ring_wait_arm(r));
+	kvf_ring_push(r, &ev);
+	kvf_ring_push(r, &ev);
+	cr_assert_eq(read(fd, &n, sizeof(n)), (ssize_t)sizeof(n));
+	cr_assert_eq(n, 1, "one write per sleep, not per push (%lu)", (unsigned long)n);
+	cr_assert(kvf_ring_wait_disarm(r), "the producer's wakeup went unreported");
+	cr_assert(kvf_ring_wait_arm(r) == false);
+	cr_assert_eq(kvf_ring_pop_batch(r, &out, 1), 1);
+	cr_assert_eq(kvf_ring_pop_batch(r, &out, 1), 1);
+	cr_assert(kvf_ring_wait_arm(r));
+	cr_assert_not(kvf_ring_wait_disarm(r), "nothing came, yet a wakeup was reported");
+	cr_assert(kvf_ring_wait_arm(r));
+	kvf_ring_wake(r);
+	cr_assert_eq(read(fd, &n, sizeof(n)), (ssize_t)sizeof(n), "kvf_ring_wake did not write");
+	cr_assert(kvf_ring_wait_disarm(r));
+	close(fd);
 	kvf_ring_destroy(r);
 }

@@ -3,14 +3,15 @@
 # block lists over BUFFERS buffers (default 64, a realistic layout) of
 # 16 KiB blocks and checks every destination byte (its exit status and
 # --json say so).
-#   bench.sh BUILD DEV0 ADDR0 DEV1 ADDR1 one|two [ROOMS] [BLOCKS_PER_ROOM] [BUFFERS]
+#   bench.sh BUILD DEV0 ADDR0 DEV1 ADDR1 one|two [ROOMS] [BLOCKS_PER_ROOM] [BUFFERS] [BENCH-OPT]...
 # one: one process, both engines on DEV0. two: two processes, prefill on
 # DEV0/ADDR0, decode on DEV1/ADDR1 (rdma.source_addr) over the veth pair
-# when the VM has two devices (--devices 2), else both on DEV0.
+# when the VM has two devices (--devices 2), else both on DEV0. BENCH-OPTs
+# go to every kvferry-bench (--wait: the schedulers sleep in kvf_engine_wait).
 . "$(dirname "$0")/common.sh"
 mode=${1:?one|two} rooms=${2:-1000} bpr=${3:-2} nbufs=${4:-64}
 shape=(--rooms "$rooms" --buffers "$nbufs" --block-size 16384 --blocks-per-room "$bpr" --seed 7 --json
-	--verify inline --no-progress)
+	--verify inline --no-progress "${@:5}")
 if [ "$mode" = one ]; then
 	DEV1=$DEV0 ADDR1=$ADDR0
 	engine_conf "$W/p.conf" prefill-1 prefill 18701
