@@ -369,6 +369,10 @@ KVF_API int kvf_engine_wait(kvf_engine *eng, int timeout_ms);
  * nothing stays armed), INT_MAX when nothing falls due on a clock, or
  * -EINVAL (NULL engine). The value is rounded up: the engine's deadlines are
  * applied at most 1 ms late, never skipped.
+ * Both bound the sleep on the engine's clock: with kvf_engine_set_clock, a
+ * clock that runs faster than CLOCK_MONOTONIC (a test's scaled clock) makes
+ * the sleep that many times longer in real time; spin with kvf_progress
+ * there instead.
  */
 KVF_API int kvf_engine_fd(const kvf_engine *eng);
 KVF_API int kvf_engine_wait_prepare(kvf_engine *eng);
