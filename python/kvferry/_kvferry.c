@@ -834,10 +834,24 @@ static PyStructSequence_Field stats_fields[] = {
 	{ "ring_stalls", NULL },
 	{ "events", NULL },
 	{ "oldest_inflight_ns", NULL },
+	{ "staged_bytes", NULL },
+	{ "staged_chunks", NULL },
+	{ "stage_waits", NULL },
+	{ "stage_slots_busy", NULL },
+	{ "wrs_posted", NULL },
+	{ "doorbells", NULL },
+	{ "completions", NULL },
+	{ "poller_sleeps", NULL },
+	{ "early_infos_refused", NULL },
+	{ "connects", NULL },
+	{ "connect_backoffs", NULL },
+	{ "conns_live", NULL },
+	{ "conns_held", NULL },
 	{ NULL, NULL },
 };
 static PyStructSequence_Desc stats_desc = {
-	"kvferry.Stats", "Counters and gauges of an engine (struct kvf_stats).", stats_fields, 23,
+	"kvferry.Stats", "Counters and gauges of an engine (struct kvf_stats).", stats_fields,
+	(int)(sizeof(stats_fields) / sizeof(stats_fields[0])) - 1,
 };
 
 static PyObject *engine_stats(EngineObject *self, PyObject *unused)
@@ -887,6 +901,19 @@ static PyObject *engine_stats(EngineObject *self, PyObject *unused)
 	U64(ring_stalls);
 	U64(events);
 	U64(oldest_inflight_ns);
+	U64(staged_bytes);
+	U64(staged_chunks);
+	U64(stage_waits);
+	U64(stage_slots_busy);
+	U64(wrs_posted);
+	U64(doorbells);
+	U64(completions);
+	U64(poller_sleeps);
+	U64(early_infos_refused);
+	U64(connects);
+	U64(connect_backoffs);
+	U64(conns_live);
+	U64(conns_held);
 	return o;
 }
 
