@@ -15,6 +15,7 @@
 
 #include <kvferry/kvferry.h>
 
+#include "clock.h"
 #include "log.h"
 #include "poller.h"
 #include "verbs.h"
@@ -496,6 +497,18 @@ static void on_failure_event(struct kvf_conn *c, struct rdma_cm_event *ev)
 	}
 	if (ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL)
 		atomic_store(&c->t->dev_dead, true);
+	if (ev->event == RDMA_CM_EVENT_DISCONNECTED && atomic_load(&c->state) == KVF_CONN_ESTABLISHED) {
+		/* The peer's DREQ can overtake the ACK of its last write, which
+		 * travels on another queue pair and completes on our CQ a moment
+		 * later: a room whose data landed would fail as peer lost. Post
+		 * nothing more, let what is on its way complete, then tear down
+		 * (check_conn, poller.c). */
+		c->peer_left_ns = kvf_monotonic_ns();
+		atomic_store(&c->peer_left, true);
+		kvf_info("conn", "connection %u: %s disconnected; torn down in %u ms, once the "
+			 "completions on their way are in", c->id, c->peer, KVF_DISCONNECT_GRACE_MS);
+		return;
+	}
 	kvf_conn_teardown(c, cm_fail_reason(ev->event), why);
 }
 

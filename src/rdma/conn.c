@@ -150,7 +150,8 @@ static int post_send(void *ctx, struct ibv_send_wr *wr, struct ibv_send_wr **bad
 {
 	struct kvf_conn *c = ctx;
 
-	if (atomic_load(&c->state) != KVF_CONN_ESTABLISHED) {
+	if (atomic_load(&c->state) != KVF_CONN_ESTABLISHED ||
+	    atomic_load_explicit(&c->peer_left, memory_order_relaxed)) {
 		*bad = wr;
 		return -ENOTCONN;
 	}

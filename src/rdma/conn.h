@@ -101,6 +101,7 @@ struct kvf_qp_group {
 };
 
 #define KVF_DRAIN_SLOT KVF_SLOT_MASK /* wr_id slot of the drain markers */
+#define KVF_DISCONNECT_GRACE_MS 200 /* a peer's disconnect to our teardown (cm.c) */
 #define KVF_MIN_RNR_TIMER 12         /* RTR min_rnr_timer: 0.64 ms (IB spec table) */
 
 struct kvf_conn {
@@ -143,6 +144,10 @@ struct kvf_conn {
 	uint8_t mtu;                   /* enum ibv_mtu our QP uses (RTR) */
 	bool qp_rtr;                   /* poller: our QP reached RTR (before it
 	                                  nothing of the peer's can land in it) */
+	atomic_bool peer_left;         /* poller: the peer disconnected; nothing new
+	                                  is posted (post_send) while the completions
+	                                  already on their way come in */
+	uint64_t peer_left_ns;         /* poller: when; torn down after the grace */
 	bool was_established;          /* poller, before the DEAD push: it was
 	                                  ESTABLISHED once (connect backoff) */
 	char down_why[KVF_BACKOFF_WHY]; /* poller, before the DEAD push: why it went */

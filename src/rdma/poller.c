@@ -454,6 +454,9 @@ static void check_conn(struct kvf_rdma *t, struct kvf_conn *c, uint64_t now)
 		 * the scheduler's write of it (request_teardown, ops.c). */
 		kvf_conn_teardown(c, (uint16_t)req,
 				  c->teardown_why[0] ? c->teardown_why : "torn down by the engine");
+	} else if (c->peer_left_ns && st < KVF_CONN_DEAD) {
+		if (age_ns(now, c->peer_left_ns) >= KVF_DISCONNECT_GRACE_MS * 1000000ull)
+			kvf_conn_teardown(c, KVF_FAIL_PEER_LOST, "peer disconnected");
 	} else if (st == KVF_CONN_ESTABLISHED && limit && age_ns(now, heard) > limit) {
 		snprintf(why, sizeof(why), "nothing heard for %" PRIu64 " ms (%u heartbeats of %u ms)",
 			 age_ns(now, heard) / 1000000, cfg->heartbeat_misses, cfg->heartbeat_interval_ms);
