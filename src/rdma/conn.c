@@ -516,8 +516,4 @@ void kvf_conn_set_established(struct kvf_conn *c, const char *how)
 	kvf_info("conn", "connection %u %s %s established (qp 0x%x%s%s)", c->id,
 		 c->active ? "to" : "from", c->peer, c->qp_num, how ? ", " : "", how ? how : "");
 	kvf_rdma_wake(c->t); /* nothing waits on it, but keeps the loop prompt */
-	/* A scheduler asleep in kvf_engine_wait with work queued for this
-	 * connection: no ring event says it may post now (op_wait_ns). */
-	if (c->t->ring)
-		kvf_ring_wake(c->t->ring);
 }

@@ -638,39 +638,17 @@ static int op_progress(void *tp, uint64_t now_ns)
 }
 
 /* How long the scheduler may sleep (kvf_engine_wait): until the next scan
- * while anything waits on one (a connection not yet ready to post, staging
- * under way, connections the poller handed over), else until the next
- * heartbeat walk. Writes and frames waiting for credits or send buffers do
- * not bound it: the completion that frees them wakes the scheduler. The
- * poller wakes it too when a connection becomes ESTABLISHED or its peer's
- * HELLO lands (kvf_ring_wake), which no ring event says.
+ * while anything waits on one (frames or writes queued, staging under way,
+ * connections the poller handed over), else until the next heartbeat walk.
  * The poller publishes those stacks before kvf_ring_wake (sched.c), and the
  * engine calls this after arming its sleep, so a handoff is never missed. */
-/* Whether a connection on the pending list waits for something no event
- * announces: ESTABLISHED, our HELLO going, the peer's HELLO. What else it
- * waits for, send-queue credits or a send buffer, comes back with a
- * completion, which is an event (op_on_wc kicks the connection then). */
-static bool waits_unannounced(struct kvf_conn *c)
-{
-	return atomic_load(&c->state) != KVF_CONN_ESTABLISHED || !c->hello_sent ||
-	       !atomic_load_explicit(&c->peer_pool, memory_order_relaxed);
-}
-
-static bool pending_needs_scan(struct kvf_rdma *t)
-{
-	for (struct kvf_conn *c = t->s.pending; c; c = c->s_pnext)
-		if (waits_unannounced(c))
-			return true;
-	return false;
-}
-
 static uint64_t op_wait_ns(void *tp, uint64_t max_ns)
 {
 	struct kvf_rdma *t = tp;
 	uint64_t now = kvf_monotonic_ns(), next;
 	uint64_t hb = (uint64_t)t->cfg.heartbeat_interval_ms * 1000000ull;
 
-	if (pending_needs_scan(t) || kvf_staging_busy(t) ||
+	if (t->s.pending || kvf_staging_busy(t) ||
 	    atomic_load_explicit(&t->handoff, memory_order_relaxed) ||
 	    atomic_load_explicit(&t->dead, memory_order_relaxed))
 		next = t->last_scan_ns + PROGRESS_EVERY_NS;

@@ -81,8 +81,6 @@ static void on_hello(struct kvf_conn *c, const struct kvf_frame *f)
 	 * checks, post_chunk); the ring push of the ROOM_INFO that follows
 	 * orders it as well. */
 	atomic_store_explicit(&c->peer_pool, pp, memory_order_release);
-	if (c->t->ring) /* writes waiting for it may go (op_wait_ns) */
-		kvf_ring_wake(c->t->ring);
 	kvf_info("poller", "connection %u: peer %s (%s): %" PRIu32 " regions, %" PRIu32
 		 " buffers", c->id, kvf_esc(f->hello.engine_id), c->peer, pp->nregions, pp->nbufs);
 }
