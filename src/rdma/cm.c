@@ -66,12 +66,12 @@ static int move_qp(struct kvf_conn *c, enum ibv_qp_state st)
 		mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY;
 	}
 	rc = kvf_verbs_modify_qp(c->qp, &a, mask);
-	if (!rc && st == IBV_QPS_RTR)
+	if (!rc && st == IBV_QPS_RTR) {
 		c->qp_rtr = true;
-	if (!rc && st == IBV_QPS_RTR)
 		kvf_info("conn", "connection %u: qp 0x%x RTR, path MTU %u, sl %u, sgid index %u, "
 			"traffic class %u", c->id, c->qp_num, kvf_verbs_mtu_bytes(a.path_mtu),
 			a.ah_attr.sl, a.ah_attr.grh.sgid_index, a.ah_attr.grh.traffic_class);
+	}
 	return rc;
 }
 
