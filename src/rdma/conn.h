@@ -166,6 +166,9 @@ struct kvf_conn {
 	struct kvf_frameq fq;          /* control frames waiting, heartbeat owed */
 	bool hello_sent;
 	bool shapes_checked;           /* the peer's regions matched against ours */
+	uint64_t shapes_bad_ns;        /* when they were found to differ: torn down
+	                                  once our HELLO is out (ops.c), 0 none */
+	char shapes_why[160];          /* which region, buffer and field */
 	struct kvf_geom_map *gmap[KVF_MAX_REGIONS]; /* by our region id: where its
 	                                  writes go (geom_map.c), made on first use */
 	uint64_t hello_seq;            /* kvf_rdma.region_seq when our HELLO went:

@@ -26,8 +26,6 @@
 
 #define PROGRESS_EVERY_NS 50000ull
 
-static void check_shapes(struct kvf_conn *c);
-
 /* ============================================ control frames (scheduler) */
 
 /* The first request stands. The scheduler is the only writer of
@@ -209,6 +207,48 @@ static int send_frames(struct kvf_conn *c)
 	return 0;
 }
 
+/* Once the peer's HELLO is in: every region both sides have by one name
+ * must have one shape, or pair by geometry (geom_map.c), or the connection
+ * goes (both sides check, so both say which region, buffer and field). The
+ * passive side (prefill) is the sender. */
+static void check_shapes(struct kvf_conn *c)
+{
+	const struct kvf_peer_pool *pp;
+
+	if (c->shapes_checked)
+		return;
+	/* Acquire pairs with the store-release of peer_pool in on_hello
+	 * (poller.c). */
+	pp = atomic_load_explicit(&c->peer_pool, memory_order_acquire);
+	if (!pp)
+		return;
+	c->shapes_checked = true;
+	if (kvf_geom_map_check_conn(c, pp, c->shapes_why, sizeof(c->shapes_why)))
+		return;
+	kvf_err("rdma", "connection %u (%s): region layouts differ: %s; tearing it down", c->id,
+		c->peer, c->shapes_why);
+	c->shapes_bad_ns = kvf_monotonic_ns();
+}
+
+/* A connection whose regions differ posts nothing but our HELLO, and goes
+ * once that is out (every control SEND completed), or after the grace: the
+ * peer compares on our HELLO, and a teardown that flushed it would leave
+ * the peer unable to say which region differs. The passive side can find
+ * the difference before its own HELLO went (the peer's came first). */
+static void shapes_teardown(struct kvf_conn *c)
+{
+	uint64_t grace = KVF_DISCONNECT_GRACE_MS * 1000000ull;
+
+	if (atomic_load(&c->teardown_req))
+		return;
+	if (!c->hello_sent && c->t->nregions && c->tx_nfree && kvf_sendq_credits(&c->sq) &&
+	    send_hello(c))
+		return;
+	if ((c->hello_sent && c->tx_nfree == c->tx_n) ||
+	    kvf_monotonic_ns() - c->shapes_bad_ns > grace)
+		request_teardown(c, KVF_FAIL_CONNECT, c->shapes_why);
+}
+
 static void conn_flush(struct kvf_conn *c)
 {
 	uint64_t wrs = c->sq.wrs_posted;
@@ -219,6 +259,10 @@ static void conn_flush(struct kvf_conn *c)
 	if (atomic_load_explicit(&c->state, memory_order_acquire) != KVF_CONN_ESTABLISHED)
 		return;
 	check_shapes(c);
+	if (c->shapes_bad_ns) {
+		shapes_teardown(c);
+		return;
+	}
 	rc = send_frames(c);
 	if (!rc && c->hello_sent)
 		rc = kvf_sendq_post_writes(&c->sq);
@@ -234,7 +278,8 @@ static void conn_kick(struct kvf_conn *c)
 {
 	conn_flush(c);
 	kvf_sched_pending(c->t, c, !c->hello_sent || kvf_frameq_head(&c->fq) || c->fq.hb_owed ||
-				   kvf_sendq_waiting(&c->sq));
+				   kvf_sendq_waiting(&c->sq) ||
+				   (c->shapes_bad_ns && !atomic_load(&c->teardown_req)));
 }
 
 /* Queue f (taken: freed when refused) and post what can go. A peer that
@@ -280,30 +325,6 @@ static const struct kvf_hello_region *peer_region(const struct kvf_peer_pool *pp
 		}
 	}
 	return NULL;
-}
-
-/* Once the peer's HELLO is in: every region both sides have by one name
- * must have one shape, or pair by geometry (geom_map.c), or the connection
- * goes (both sides check, so both say which region, buffer and field). The
- * passive side (prefill) is the sender. */
-static void check_shapes(struct kvf_conn *c)
-{
-	const struct kvf_peer_pool *pp;
-	char why[160];
-
-	if (c->shapes_checked)
-		return;
-	/* Acquire pairs with the store-release of peer_pool in on_hello
-	 * (poller.c). */
-	pp = atomic_load_explicit(&c->peer_pool, memory_order_acquire);
-	if (!pp)
-		return;
-	c->shapes_checked = true;
-	if (kvf_geom_map_check_conn(c, pp, why, sizeof(why)))
-		return;
-	kvf_err("rdma", "connection %u (%s): region layouts differ: %s; tearing it down", c->id,
-		c->peer, why);
-	request_teardown(c, KVF_FAIL_CONNECT, why);
 }
 
 /* ============================================================= writes */
