@@ -22,11 +22,10 @@
 # default run, whose goals include both; wait: ib_write_lat 64 B and
 # ib_write_bw 16 KiB, then the 64 B latency goal and the 16 KiB goal each
 # spinning and with --wait, with the default poller and rdma.poll_idle_us 0).
-# The 64 B latency goal and the 16 KiB goal run with kvferry-bench --wait
-# (the schedulers sleep in kvf_engine_wait instead of spinning: better on
-# both, docs/performance.md); lat64-spin is the latency goal spinning.
-# --spin: those goals spin too (the SGLang goal always spins: not yet
-# measured with --wait).
+# The goals run with kvferry-bench --wait (the schedulers sleep in
+# kvf_engine_wait instead of spinning: better on each, docs/performance.md);
+# lat64-spin and sglang-spin are the latency and SGLang goals spinning.
+# --spin: every goal spins.
 #
 # Environment: KVF_BUILD_DIR (default build), KVF_VM_TIMEOUT (default 1500).
 # Needs the packages of KVF_PKGS_BENCH (scripts/lib.sh) besides perftest.
@@ -225,6 +224,8 @@ inner_run() {
 	kvf goal-16k --rooms $n --buffers 64 --blocks-per-room 2 --block-size 16384 \
 		--layout rotated --verify-rooms 8 --seed 5 "${gwait[@]+"${gwait[@]}"}"
 	kvf goal-sglang --rooms $n --buffers 64 --blocks-per-room 16 --block-size 2048 \
+		--layout sglang --verify-rooms 8 --seed 6 "${gwait[@]+"${gwait[@]}"}"
+	kvf sglang-spin --rooms $n --buffers 64 --blocks-per-room 16 --block-size 2048 \
 		--layout sglang --verify-rooms 8 --seed 6
 	kvf goal-lat64 --rooms $((quick ? 200 : 1000)) --buffers 1 --blocks-per-room 1 \
 		--block-size 64 --window 1 --verify-rooms 20 --seed 7 "${gwait[@]+"${gwait[@]}"}"

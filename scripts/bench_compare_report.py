@@ -16,8 +16,9 @@ import sys
 SIZES = [64, 2048, 16384, 65536, 1048576]
 MIB_S_TO_GBPS = 1048576 * 8 / 1e9  # ucx_perftest's MB/s are MiB/s
 # the kvferry-bench runs of the goals and of the policy and wait parts
-RUNS = ("goal-16k", "goal-sglang", "goal-lat64", "lat64-spin", "lat64-wait", "lat64-sleep", "lat64-sleep-wait",
-        "lat64-yield", "16k-wait", "16k-yield", "16k-sleep", "16k-sleep-wait")
+RUNS = ("goal-16k", "goal-sglang", "sglang-spin", "goal-lat64", "lat64-spin", "lat64-wait",
+        "lat64-sleep", "lat64-sleep-wait", "lat64-yield", "16k-wait", "16k-yield", "16k-sleep",
+        "16k-sleep-wait")
 
 
 def read(path):
