@@ -150,6 +150,10 @@ def print_raw(res):
               f"{k['room_cycle_us']['p999']} us, CPU s/GB scheduler "
               f"{k['cpu_s_per_gb']['scheduler']} pollers {k['cpu_s_per_gb']['pollers']}, "
               f"{k['ok']} ok {k['failed']} failed, verify {k['verify_ok']} ok {k['bad_words']} bad")
+        land, hand = k.get("send_to_landed_us"), k.get("landed_to_success_us")
+        if land and land["n"]:
+            print(f"  send -> decode poller took the write p50/p99 {land['p50']}/{land['p99']} us, "
+                  f"then -> SUCCESS (ring, scheduler thread) {hand['p50']}/{hand['p99']} us")
         pre = k.get("prefill_process")
         for side, j in (("decode", k), ("prefill", pre)):
             c = j and j.get(f"{side}_per_room")

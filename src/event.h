@@ -19,7 +19,9 @@ enum kvf_event_kind {
 	KVF_EV_PEER_LOST,   /* peer = connection id; status = enum kvf_fail_reason
 	                       (PEER_LOST, CONNECT, DEVICE) */
 	KVF_EV_DATA_DONE,   /* receiver: final write-with-immediate landed;
-	                       key = receiver handle value (slot | gen << 32) */
+	                       key = receiver handle value (slot | gen << 32),
+	                       aux = kvf_monotonic_ns() when the poller took
+	                       its completion (0 = not stamped) */
 	KVF_EV_BAD_FRAME,   /* malformed frame: key = room id or 0 when it names
 	                       none, role = local role, data = detail string */
 	KVF_EV_NUM

@@ -31,7 +31,7 @@ struct kvf_hist {
 	double sum;
 	uint64_t bucket[KVF_HIST_BUCKETS];
 };
-enum kvf_hist_kind { KVF_HIST_SECONDS, KVF_HIST_BYTES };
+enum kvf_hist_kind { KVF_HIST_SECONDS, KVF_HIST_BYTES, KVF_HIST_WAIT };
 /* KVF_HIST_BUCKETS - 1 finite upper bounds, increasing. */
 const double *kvf_hist_bounds(enum kvf_hist_kind kind);
 void kvf_hist_add(struct kvf_hist *h, enum kvf_hist_kind kind, double v);
@@ -47,6 +47,8 @@ struct kvf_obs_counters {
 	uint64_t reconnects;           /* receiver: a peer's ROOM_INFO went on a new connection */
 	struct kvf_hist xfer_s[2];     /* per role: send (init) to SUCCESS */
 	struct kvf_hist room_bytes[2]; /* per role: bytes of each successful room */
+	struct kvf_hist land_wait;     /* receiver: seconds from the poller taking a
+	                                  room's last write to the scheduler applying it */
 };
 
 /* One room in a snapshot: kvf_room_stats plus the failure's detail. */

@@ -267,27 +267,33 @@ static void transport_counters(const struct kvf_snap *s, struct kvf_buf *b)
 	kvf_buf_printf(b, "kvferry_stage_slots_busy %" PRIu64 "\n", s->tst.stage_slots_busy);
 }
 
+/* One series of a histogram, for one role. Bounds with 15 significant
+ * digits: le="0.005", where %.17g wrote 0.0050000000000000001. */
+static void hist_role(struct kvf_buf *b, const char *name, enum kvf_hist_kind kind,
+		      const struct kvf_hist *h, unsigned role)
+{
+	const double *bounds = kvf_hist_bounds(kind);
+	const char *rn = kvf_role_name(role);
+	uint64_t cum = 0;
+
+	for (int i = 0; i < KVF_HIST_BUCKETS; i++) {
+		cum += h->bucket[i];
+		if (i < KVF_HIST_BUCKETS - 1)
+			kvf_buf_printf(b, "%s_bucket{role=\"%s\",le=\"%.15g\"} %" PRIu64 "\n", name,
+				       rn, bounds[i], cum);
+		else
+			kvf_buf_printf(b, "%s_bucket{role=\"%s\",le=\"+Inf\"} %" PRIu64 "\n", name, rn,
+				       cum);
+	}
+	kvf_buf_printf(b, "%s_sum{role=\"%s\"} %.9g\n%s_count{role=\"%s\"} %" PRIu64 "\n", name,
+		       rn, h->sum, name, rn, h->count);
+}
+
 static void hist(struct kvf_buf *b, const char *name, enum kvf_hist_kind kind,
 		 const struct kvf_hist *h)
 {
-	const double *bounds = kvf_hist_bounds(kind);
-
-	for (int role = 0; role < 2; role++) {
-		uint64_t cum = 0;
-
-		for (int i = 0; i < KVF_HIST_BUCKETS; i++) {
-			cum += h[role].bucket[i];
-			if (i < KVF_HIST_BUCKETS - 1)
-				kvf_buf_printf(b, "%s_bucket{role=\"%s\",le=\"%.17g\"} %" PRIu64 "\n",
-					       name, kvf_role_name((unsigned)role), bounds[i], cum);
-			else
-				kvf_buf_printf(b, "%s_bucket{role=\"%s\",le=\"+Inf\"} %" PRIu64 "\n",
-					       name, kvf_role_name((unsigned)role), cum);
-		}
-		kvf_buf_printf(b, "%s_sum{role=\"%s\"} %.9g\n%s_count{role=\"%s\"} %" PRIu64 "\n",
-			       name, kvf_role_name((unsigned)role), h[role].sum, name,
-			       kvf_role_name((unsigned)role), h[role].count);
-	}
+	for (unsigned role = 0; role < 2; role++)
+		hist_role(b, name, kind, &h[role], role);
 }
 
 void kvf_render_metrics(const struct kvf_snap *s, struct kvf_buf *b)
@@ -304,6 +310,10 @@ void kvf_render_metrics(const struct kvf_snap *s, struct kvf_buf *b)
 	hist(b, "kvferry_room_transfer_seconds", KVF_HIST_SECONDS, s->oc.xfer_s);
 	family(b, "kvferry_room_size_bytes", "histogram", "Bytes of each successful room.");
 	hist(b, "kvferry_room_size_bytes", KVF_HIST_BYTES, s->oc.room_bytes);
+	family(b, "kvferry_landing_wait_seconds", "histogram",
+	       "Receiver rooms: from the poller taking the last write's completion to the scheduler "
+	       "applying it (kvf_progress not called meanwhile).");
+	hist_role(b, "kvferry_landing_wait_seconds", KVF_HIST_WAIT, &s->oc.land_wait, KVF_RECEIVER);
 	counter(b, "kvferry_snapshots_total",
 		"Snapshots the scheduler published (every metrics.interval_ms); this is the last.",
 		s->seq);

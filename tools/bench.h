@@ -43,9 +43,11 @@ struct opts {
 	bool wait;              /* kvf_engine_wait after a turn with nothing applied */
 };
 
-/* Per-room times (CLOCK_MONOTONIC ns; 0 = not yet). */
+/* Per-room times (CLOCK_MONOTONIC ns; 0 = not yet). landed: the decode's
+ * poller took the room's last write (kvf_room_stats' last_chunk_ns, on the
+ * engine's clock, which the bench leaves monotonic). */
 struct room_times {
-	uint64_t create, send, success, release;
+	uint64_t create, send, landed, success, release;
 };
 
 struct side {
@@ -104,7 +106,10 @@ void bench_cpu_mark(struct cpu_mark *m, const struct side *p, const struct side 
 struct figures {
 	double secs, bytes, gbps, rooms_per_s;
 	double lat_send[3], lat_cycle[3]; /* p50, p99, p99.9 in us; -1 = none */
-	uint32_t nsend, ncycle;
+	/* the decode's split of lat_send: send -> its poller took the write,
+	 * then -> SUCCESS seen (the ring and the scheduler thread) */
+	double lat_land[3], lat_handoff[3];
+	uint32_t nsend, ncycle, nland;
 	double sched_s_per_gb, poller_s_per_gb;
 	/* per timed room, prefill and decode: WRs, doorbells, completions,
 	 * poller sleeps, events applied; -1 for a side not in this process */

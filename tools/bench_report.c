@@ -102,9 +102,10 @@ static void latencies(const struct opts *o, const struct side *s, const struct s
 		      struct figures *f)
 {
 	double *a = calloc(o->rooms + 1, sizeof(double)), *b = calloc(o->rooms + 1, sizeof(double));
+	double *c = calloc(o->rooms + 1, sizeof(double)), *d = calloc(o->rooms + 1, sizeof(double));
 
-	f->nsend = f->ncycle = 0;
-	for (uint32_t i = 0; a && b && i < o->rooms; i++) {
+	f->nsend = f->ncycle = f->nland = 0;
+	for (uint32_t i = 0; a && b && c && d && i < o->rooms; i++) {
 		const struct room_times *t = &s->t[i];
 		uint64_t snd = send_time(s, st, i);
 
@@ -112,11 +113,19 @@ static void latencies(const struct opts *o, const struct side *s, const struct s
 			a[f->nsend++] = (double)(t->success - snd) / 1e3;
 		if (t->success && t->release)
 			b[f->ncycle++] = (double)(t->release - t->create) / 1e3;
+		if (t->success && snd && t->landed >= snd && t->success >= t->landed) {
+			c[f->nland] = (double)(t->landed - snd) / 1e3;
+			d[f->nland++] = (double)(t->success - t->landed) / 1e3;
+		}
 	}
 	percentiles(a, f->nsend, f->lat_send);
 	percentiles(b, f->ncycle, f->lat_cycle);
+	percentiles(c, f->nland, f->lat_land);
+	percentiles(d, f->nland, f->lat_handoff);
 	free(a);
 	free(b);
+	free(c);
+	free(d);
 }
 
 void bench_figures(const struct opts *o, const struct side *s, const struct stamps *st,
@@ -167,6 +176,10 @@ static void print_json(const struct opts *o, const struct side *s, const struct 
 	       "\"room_cycle_us\": {\"n\": %u, \"p50\": %.1f, \"p99\": %.1f, \"p999\": %.1f}, ",
 	       f->nsend, f->lat_send[0], f->lat_send[1], f->lat_send[2], f->ncycle,
 	       f->lat_cycle[0], f->lat_cycle[1], f->lat_cycle[2]);
+	printf("\"send_to_landed_us\": {\"n\": %u, \"p50\": %.1f, \"p99\": %.1f, \"p999\": %.1f}, "
+	       "\"landed_to_success_us\": {\"n\": %u, \"p50\": %.1f, \"p99\": %.1f, \"p999\": %.1f}, ",
+	       f->nland, f->lat_land[0], f->lat_land[1], f->lat_land[2], f->nland,
+	       f->lat_handoff[0], f->lat_handoff[1], f->lat_handoff[2]);
 	for (int k = 0; k < 2; k++)
 		printf("\"%s_per_room\": {\"wrs\": %.2f, \"doorbells\": %.2f, \"completions\": %.2f, "
 		       "\"poller_sleeps\": %.2f, \"events\": %.2f}, ", k ? "decode" : "prefill",
@@ -186,6 +199,10 @@ static void print_text(const struct opts *o, const struct side *s, const struct 
 		printf("  LAST send -> SUCCESS (%s): p50 %.1f us, p99 %.1f us, p99.9 %.1f us (%u rooms)\n",
 		       s->prefill ? "prefill" : "decode", f->lat_send[0], f->lat_send[1],
 		       f->lat_send[2], f->nsend);
+	if (f->nland)
+		printf("  of which send -> decode poller took the write: p50 %.1f us, p99 %.1f us; "
+		       "-> SUCCESS (ring, scheduler thread): p50 %.1f us, p99 %.1f us\n",
+		       f->lat_land[0], f->lat_land[1], f->lat_handoff[0], f->lat_handoff[1]);
 	if (f->ncycle)
 		printf("  room cycle (%s create -> release): p50 %.1f us, p99 %.1f us, p99.9 %.1f us\n",
 		       s->prefill ? "prefill" : "decode", f->lat_cycle[0], f->lat_cycle[1],

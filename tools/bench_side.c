@@ -164,8 +164,13 @@ static void step_room(const struct opts *o, struct side *s, struct stamps *stp, 
 	}
 	if (st != KVF_SUCCESS && st != KVF_FAILED)
 		return;
-	if (st == KVF_SUCCESS && !s->t[i].success)
+	if (st == KVF_SUCCESS && !s->t[i].success) {
+		struct kvf_room_stats rs = KVF_ROOM_STATS_INIT;
+
 		s->t[i].success = bench_now_ns();
+		if (!s->prefill && !kvf_room_stats(s->eng, s->rooms[i], &rs))
+			s->t[i].landed = rs.last_chunk_ns;
+	}
 	if (kvf_release(s->eng, s->rooms[i]) != 0)
 		return; /* not quiescent yet */
 	finish_room(o, s, i, st);

@@ -391,7 +391,9 @@ KVF_API int kvf_dump(const kvf_engine *eng, FILE *fp);
  * kvf_engine_set_clock's; 0 = not happened yet). Set .size first (see
  * struct kvf_stats). A "chunk" is a signaled RDMA WRITE on the sender (it
  * completes as a unit); a receiver sees only its room's final write, so its
- * chunks land all at once.
+ * chunks land all at once, when the completion poller took that write
+ * (success_ns is when the scheduler thread applied it, in kvf_progress;
+ * /metrics kvferry_landing_wait_seconds is the time between).
  */
 struct kvf_room_stats {
 	uint32_t size;               /* in: sizeof(struct kvf_room_stats); out: bytes filled */

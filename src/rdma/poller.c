@@ -151,6 +151,7 @@ static void on_recv(struct poller *p, struct kvf_conn *c, const struct ibv_wc *w
 			.peer = c->group,
 			.key = (imm & ((1u << KVF_IMM_SLOT_BITS) - 1)) |
 			       (uint64_t)(imm >> KVF_IMM_SLOT_BITS) << 32,
+			.aux = kvf_monotonic_ns(), /* the ring's wait (on_data_done) */
 		};
 
 		kvf_rdma_push(p->t, &ev);

@@ -280,12 +280,19 @@ static inline void push_lost(kvf_engine *eng, uint32_t conn)
 				      .status = KVF_FAIL_PEER_LOST });
 }
 
-/* The final write-with-immediate for receiver room h landed on conn. */
-static inline void push_data_done_on(kvf_engine *eng, kvf_room h, uint32_t conn)
+/* The final write-with-immediate for receiver room h landed on conn; the
+ * poller took it at stamp (kvf_monotonic_ns, 0 = not stamped). */
+static inline void push_data_done_at(kvf_engine *eng, kvf_room h, uint32_t conn, uint64_t stamp)
 {
 	push(eng, (struct kvf_event){ .kind = KVF_EV_DATA_DONE, .peer = conn,
 				      .key = (uint32_t)h.v |
-					     (uint64_t)((h.v >> 32) & KVF_IMM_GEN_MASK) << 32 });
+					     (uint64_t)((h.v >> 32) & KVF_IMM_GEN_MASK) << 32,
+				      .aux = stamp });
+}
+
+static inline void push_data_done_on(kvf_engine *eng, kvf_room h, uint32_t conn)
+{
+	push_data_done_at(eng, h, conn, 0);
 }
 
 static inline void push_data_done(kvf_engine *eng, kvf_room h)

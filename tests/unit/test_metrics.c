@@ -349,3 +349,30 @@ Test(metrics, reconnects_are_counted_per_peer)
 	scrape(&pa);
 	cr_assert_eq(prom_get(&pa, "kvferry_reconnects_total"), 1);
 }
+
+/* A receiver's landing is when the poller took the write (its stamp in the
+ * event), not when the scheduler applied it: the wait between goes to
+ * kvferry_landing_wait_seconds. An unstamped event (setup's r_ok) adds no
+ * sample. */
+Test(metrics, landing_is_the_pollers_time_and_its_wait_is_a_histogram)
+{
+	struct kvf_room_stats rs = KVF_ROOM_STATS_INIT;
+	uint64_t wait;
+
+	push_data_done_at(eng, r_wait, 7, kvf_monotonic_ns() - 30 * (SEC / 1000));
+	kvf_progress(eng);
+	cr_assert_eq(kvf_poll(eng, r_wait), KVF_SUCCESS);
+	cr_assert_eq(kvf_room_stats(eng, r_wait, &rs), 0);
+	cr_assert_eq(rs.success_ns, fake_clock);
+	wait = rs.success_ns - rs.last_chunk_ns;
+	cr_assert(wait >= 30 * (SEC / 1000) && wait < 100 * (SEC / 1000), "wait %lu ns",
+		  (unsigned long)wait);
+	cr_assert_eq(rs.first_chunk_ns, rs.last_chunk_ns);
+	scrape(&pa);
+	cr_assert_eq(prom_get(&pa, "kvferry_landing_wait_seconds_count{role=\"receiver\"}"), 1);
+	cr_assert_eq(prom_get(&pa, "kvferry_landing_wait_seconds_bucket{role=\"receiver\","
+			      "le=\"0.025\"}"), 0);
+	cr_assert_eq(prom_get(&pa, "kvferry_landing_wait_seconds_bucket{role=\"receiver\","
+			      "le=\"0.1\"}"), 1);
+	cr_assert(prom_get(&pa, "kvferry_landing_wait_seconds_sum{role=\"receiver\"}") >= 0.03);
+}
