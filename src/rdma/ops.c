@@ -629,6 +629,10 @@ static void heartbeats(struct kvf_rdma *t, uint64_t now)
 		if (atomic_load(&c->state) != KVF_CONN_ESTABLISHED)
 			continue;
 		check_shapes(c);
+		if (c->shapes_bad_ns) { /* its teardown waits on the pending list */
+			conn_kick(c);
+			continue;
+		}
 		if (now - c->last_hb_ns < hb)
 			continue;
 		kvf_frameq_heartbeat(&c->fq);
