@@ -375,8 +375,8 @@ int kvf_receiver_init_part(kvf_engine *eng, kvf_room room, uint32_t k,
 			   const struct kvf_index_list *lists, uint32_t nlists, const void *user,
 			   uint32_t user_len)
 {
-	if (!lists && !nlists)
-		return -EINVAL;
+	if (!lists != !nlists)
+		return -EINVAL; /* both absent: sender k is a dummy */
 	return receiver_init(eng, room, k, lists, nlists, user, user_len);
 }
 
@@ -472,6 +472,28 @@ int kvf_sender_user_data(kvf_engine *eng, kvf_room room, void *buf, uint32_t buf
 			 uint32_t *len)
 {
 	return kvf_sender_user_data_k(eng, room, 0, buf, buflen, len);
+}
+
+int kvf_sender_pending(kvf_engine *eng, uint64_t room_id, void *buf, uint32_t buflen,
+		       uint32_t *len)
+{
+	const struct kvf_early_ent *e;
+	int n = 0;
+
+	if (!eng || !len || (buflen && !buf))
+		return -EINVAL;
+	*len = 0;
+	e = kvf_early_peek(&eng->early, room_id, KVF_SENDER);
+	if (!e)
+		return 0;
+	if (e->kind == KVF_EARLY_TOMBSTONE)
+		return -ECANCELED;
+	*len = e->info->user_len;
+	if (buflen)
+		memcpy(buf, e->info->user, buflen < *len ? buflen : *len);
+	for (const struct kvf_peer_info *pi = e->info; pi; pi = pi->next)
+		n++;
+	return n;
 }
 
 int kvf_sender_receivers(kvf_engine *eng, kvf_room room, uint32_t *n, uint32_t *dummies)

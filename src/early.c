@@ -173,6 +173,15 @@ bool kvf_early_take(struct kvf_early *e, uint64_t id, uint32_t role, uint32_t co
 	return true;
 }
 
+const struct kvf_early_ent *kvf_early_peek(const struct kvf_early *e, uint64_t id, uint32_t role)
+{
+	uint32_t slot;
+
+	if (kvf_early_empty(e) || !kvf_idmap_find(&e->map, id, role, &slot))
+		return NULL;
+	return &e->ent[slot];
+}
+
 bool kvf_early_next(const struct kvf_early *e, uint64_t *when)
 {
 	if (!e->head)

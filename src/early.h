@@ -71,6 +71,8 @@ static inline bool kvf_early_empty(const struct kvf_early *e)
  * caller owns out->info. */
 bool kvf_early_take(struct kvf_early *e, uint64_t id, uint32_t role, uint32_t conn,
 		    struct kvf_early_ent *out);
+/* The entry for (id, role), left in place; NULL if none. */
+const struct kvf_early_ent *kvf_early_peek(const struct kvf_early *e, uint64_t id, uint32_t role);
 /* What a parked info holds in memory, with the infos chained to it (a
  * fan-out's): what engine.max_parked_info_bytes bounds (the sum over the
  * parked ones is info_bytes). */

@@ -635,8 +635,11 @@ KVF_API int kvf_receiver_init(kvf_engine *eng, kvf_room room, const uint32_t *bl
 
 /*
  * Fan-in receiver: the ROOM_INFO for sender k (0..m-1, in the order of
- * kvf_receiver_create_fanin's peers) only, with lists of its own. The room
- * is WAITING_FOR_INPUT once every sender has its info. Errors as
+ * kvf_receiver_create_fanin's peers) only, with lists of its own; no lists
+ * (lists NULL, nlists 0) makes sender k a dummy: it sends no data, only its
+ * final write (SGLang's MLA decode fed by one of several prefill ranks:
+ * the others are dummies). The room is WAITING_FOR_INPUT once every sender
+ * has its info. Errors as
  * kvf_receiver_init_regions, plus -EINVAL for k out of range and
  * -EALREADY when sender k has its info already.
  */
@@ -680,6 +683,24 @@ KVF_API int kvf_sender_peer_count_k(kvf_engine *eng, kvf_room room, uint32_t k,
 				    uint32_t region, uint32_t *count);
 KVF_API int kvf_sender_user_data_k(kvf_engine *eng, kvf_room room, uint32_t k, void *buf,
 				   uint32_t buflen, uint32_t *len);
+
+/*
+ * Before a sender room exists: what has arrived for room_id. A decode rank
+ * may ask before the prefill created the room; its ROOM_INFO is kept
+ * (engine.tombstone_ttl_s) and applied at creation. This lets a prefill
+ * that does not know how many decode ranks a room serves (SGLang's
+ * required_dst_info_num is the decode's fact) read the first receiver's
+ * user data, where such a fact travels, and then create the room with the
+ * right n (kvf_sender_create_fanout). Copies min(buflen, its length) bytes
+ * of the first parked ROOM_INFO's user data to buf and sets *len to its
+ * length. Returns the number of parked ROOM_INFOs (>= 1), 0 when nothing
+ * arrived (*len 0), -ECANCELED when the peer's ABORT arrived instead (a room
+ * created now is FAILED at once, saying why), or -EINVAL. Nothing is taken:
+ * the room's creation does that. Call it after kvf_progress, which is what
+ * moves arrived frames in.
+ */
+KVF_API int kvf_sender_pending(kvf_engine *eng, uint64_t room_id, void *buf, uint32_t buflen,
+			       uint32_t *len);
 
 /*
  * Sender: how many receivers the room serves (*n, 1 unless fan-out) and,
@@ -775,6 +796,13 @@ KVF_API const char *kvf_ignore_reason_str(enum kvf_ignore_reason r);
 /* The configuration key that sets a deadline ("deadlines.inflight_s"), ""
  * for KVF_DL_NONE. Never NULL. */
 KVF_API const char *kvf_deadline_key(enum kvf_deadline d);
+/*
+ * The engine's configured length of deadline d in seconds (0: off), in *s.
+ * For a layer above that keeps a deadline of its own in a state the library
+ * has no room for yet (kvferry.sglang's sender before its room exists), so
+ * that it applies the operator's figure. Returns 0 or -EINVAL.
+ */
+KVF_API int kvf_engine_deadline_s(kvf_engine *eng, enum kvf_deadline d, uint32_t *s);
 
 #ifdef __cplusplus
 }

@@ -30,6 +30,8 @@
 
 #include <kvferry/kvferry.h>
 
+#include "geometry.h"
+
 static PyObject *KVFerryError;     /* OSError subclass */
 static PyObject *WrongThreadError; /* RuntimeError subclass */
 static PyTypeObject StatsType, FailureType, RoomStatsType;
@@ -537,22 +539,26 @@ out:
 
 static PyObject *engine_register_region(EngineObject *self, PyObject *args, PyObject *kw)
 {
-	static char *kwlist[] = { "name", "buffers", "item_sizes", "nitems", NULL };
+	static char *kwlist[] = { "name", "buffers", "item_sizes", "nitems", "geometry", NULL };
 	struct kvf_region_desc d = KVF_REGION_DESC_INIT;
-	PyObject *bufs_obj, *sizes_obj, *key = NULL, *ret = NULL;
+	PyObject *bufs_obj, *sizes_obj, *geom_obj = Py_None, *key = NULL, *ret = NULL;
+	struct kvf_buf_geometry *geom = NULL;
 	const char *name;
 	unsigned int nitems;
 	uint32_t region;
 	struct bufset b;
 	int rc;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "sOOI:register_region", kwlist, &name,
-					 &bufs_obj, &sizes_obj, &nitems))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "sOOI|O:register_region", kwlist, &name,
+					 &bufs_obj, &sizes_obj, &nitems, &geom_obj))
 		return NULL;
 	if (engine_usable(self) < 0)
 		return NULL;
 	if (bufset_get(bufs_obj, sizes_obj, nitems, &b) < 0)
 		goto out;
+	if (kvf_py_geometry_get(geom_obj, b.n, &geom) < 0)
+		goto out;
+	d.geom = geom;
 	d.nbufs = b.n;
 	d.name = name;
 	d.nitems = nitems;
@@ -570,6 +576,7 @@ static PyObject *engine_register_region(EngineObject *self, PyObject *args, PyOb
 	ret = Py_NewRef(key);
 out:
 	Py_XDECREF(key);
+	PyMem_Free(geom);
 	bufset_put(&b);
 	return ret;
 }
@@ -592,6 +599,47 @@ static PyObject *engine_unregister_region(EngineObject *self, PyObject *arg)
 	if (PyDict_DelItem(self->regions, arg) < 0)
 		PyErr_Clear(); /* registered by address only: nothing was kept */
 	Py_RETURN_NONE;
+}
+
+/* A configured deadline by its key ("deadlines.bootstrap_s"): seconds, 0 = off. */
+static PyObject *engine_deadline_s(EngineObject *self, PyObject *arg)
+{
+	const char *key = PyUnicode_Check(arg) ? PyUnicode_AsUTF8(arg) : NULL;
+	uint32_t s = 0;
+
+	if (!key) {
+		PyErr_SetString(PyExc_TypeError, "deadline_s(key): key is a str such as "
+				"\"deadlines.bootstrap_s\"");
+		return NULL;
+	}
+	if (engine_usable(self) < 0)
+		return NULL;
+	for (int d = KVF_DL_NONE + 1; d < KVF_DL_NUM; d++)
+		if (!strcmp(kvf_deadline_key(d), key)) {
+			int rc = kvf_engine_deadline_s(self->eng, d, &s);
+
+			return rc ? raise_rc(rc, "deadline_s", NULL) : PyLong_FromUnsignedLong(s);
+		}
+	PyErr_Format(PyExc_ValueError, "deadline_s: %s is not a deadline key", key);
+	return NULL;
+}
+
+/* What arrived for a sender room not created yet: kvf_sender_pending. */
+static PyObject *engine_sender_pending(EngineObject *self, PyObject *arg)
+{
+	unsigned long long id = PyLong_AsUnsignedLongLong(arg);
+	char buf[KVF_USER_DATA_MAX];
+	uint32_t len = 0;
+	int rc;
+
+	if (PyErr_Occurred() || engine_usable(self) < 0)
+		return NULL;
+	rc = kvf_sender_pending(self->eng, id, buf, sizeof(buf), &len);
+	if (rc == -ECANCELED)
+		return Py_BuildValue("(iy#)", -1, "", (Py_ssize_t)0);
+	if (rc < 0)
+		return raise_rc(rc, "sender_pending", NULL);
+	return Py_BuildValue("(iy#)", rc, buf, (Py_ssize_t)(len < sizeof(buf) ? len : sizeof(buf)));
 }
 
 static PyObject *room_new_obj(EngineObject *e, kvf_room h, uint64_t id, int role)
@@ -966,9 +1014,11 @@ static PyMethodDef engine_methods[] = {
 	  "block_sizes: one int or one per buffer." },
 	{ "register_region", (PyCFunction)(void (*)(void))engine_register_region,
 	  METH_VARARGS | METH_KEYWORDS,
-	  "register_region(name, buffers, item_sizes, nitems) -> region id: a named index "
-	  "space (kv pages, aux rows, state slots) matched with the peer's by name. buffers "
-	  "as register_pool's (objects kept until unregistered or closed)." },
+	  "register_region(name, buffers, item_sizes, nitems, geometry=None) -> region id: a "
+	  "named index space (kv pages, aux rows, state slots) matched with the peer's by "
+	  "name. buffers as register_pool's (objects kept until unregistered or closed). "
+	  "geometry: one (page_tokens, heads, head0, head_bytes, layer, kind) per buffer, for "
+	  "ranks of different TP or PP (kvferry.h, struct kvf_buf_geometry)." },
 	{ "unregister_region", (PyCFunction)engine_unregister_region, METH_O,
 	  "unregister_region(region): KVFerryError EBUSY while a live room uses it." },
 	{ "sender", (PyCFunction)(void (*)(void))engine_sender, METH_VARARGS | METH_KEYWORDS,
@@ -977,6 +1027,13 @@ static PyMethodDef engine_methods[] = {
 	{ "receiver", (PyCFunction)(void (*)(void))engine_receiver, METH_VARARGS | METH_KEYWORDS,
 	  "receiver(room_id, peer=None, peers=None) -> Room (decode side); peer 'host:port' "
 	  "of the prefill, or peers: the prefill ranks of a fan-in" },
+	{ "deadline_s", (PyCFunction)engine_deadline_s, METH_O,
+	  "deadline_s(key) -> int: the configured seconds of a deadline by its key "
+	  "(\"deadlines.bootstrap_s\", ...), 0 = off." },
+	{ "sender_pending", (PyCFunction)engine_sender_pending, METH_O,
+	  "sender_pending(room_id) -> (n, user_data): ROOM_INFOs that arrived for a sender "
+	  "room not created yet (n, and the first one's user data); (0, b'') none; (-1, b'') "
+	  "the peer's ABORT arrived instead. Read after progress()." },
 	{ "progress", (PyCFunction)engine_progress, METH_NOARGS,
 	  "Drain events, expire deadlines, post queued work: once per scheduler iteration. "
 	  "Returns the number of events and expiries applied." },
@@ -1389,10 +1446,20 @@ static PyObject *room_receivers(RoomObject *self, PyObject *unused)
 	return Py_BuildValue("(II)", n, dummies);
 }
 
-static PyObject *room_init_dummy(RoomObject *self, PyObject *unused)
+/* part=k: sender k of a fan-in is a dummy (kvf_receiver_init_part with no
+ * lists); else the whole room (kvf_receiver_init_dummy). */
+static PyObject *room_init_dummy(RoomObject *self, PyObject *args, PyObject *kw)
 {
+	static char *kwlist[] = { "part", "user_data", NULL };
+	PyObject *part_obj = Py_None, *user_obj = Py_None;
+	Py_buffer user = { 0 };
+	unsigned long part = 0;
 	int rc;
 
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "|OO:init_dummy", kwlist, &part_obj, &user_obj))
+		return NULL;
+	if (part_obj != Py_None && ((part = PyLong_AsUnsignedLong(part_obj)), PyErr_Occurred()))
+		return NULL;
 	if (room_usable(self) < 0)
 		return NULL;
 	if (self->role != KVF_RECEIVER) {
@@ -1400,7 +1467,18 @@ static PyObject *room_init_dummy(RoomObject *self, PyObject *unused)
 			     " is a sender", self->id);
 		return NULL;
 	}
-	rc = kvf_receiver_init_dummy(self->engine->eng, self->h);
+	if (user_obj != Py_None && PyObject_GetBuffer(user_obj, &user, PyBUF_SIMPLE) < 0)
+		return NULL;
+	if (part_obj == Py_None && !user.len)
+		rc = kvf_receiver_init_dummy(self->engine->eng, self->h);
+	else if (part > UINT32_MAX || user.len > KVF_USER_DATA_MAX)
+		rc = -EINVAL;
+	else
+		rc = kvf_receiver_init_part(self->engine->eng, self->h,
+					    part_obj == Py_None ? 0 : (uint32_t)part, NULL, 0,
+					    user.buf, (uint32_t)user.len);
+	if (user.obj)
+		PyBuffer_Release(&user);
 	if (rc)
 		return raise_rc(rc, "init_dummy", self);
 	Py_RETURN_NONE;
@@ -1682,9 +1760,10 @@ static PyMethodDef room_methods[] = {
 	  "Receiver: init_regions({region: indices, ...}, user_data=b'') sends ROOM_INFO "
 	  "with one destination list per region and opaque bytes for the sender; part=k: "
 	  "to prefill rank k of a fan-in only, with lists of its own." },
-	{ "init_dummy", (PyCFunction)room_init_dummy, METH_NOARGS,
+	{ "init_dummy", (PyCFunction)(void (*)(void))room_init_dummy, METH_VARARGS | METH_KEYWORDS,
 	  "Receiver that needs no data (SGLang is_dummy): joins the fan-out with no lists; "
-	  "SUCCESS with the sender's final write." },
+	  "SUCCESS with the sender's final write. part=k: only prefill rank k of a fan-in "
+	  "is a dummy (the others get init_regions(..., part=j)); user_data as init_regions." },
 	{ "peer_count", (PyCFunction)(void (*)(void))room_peer_count, METH_VARARGS | METH_KEYWORDS,
 	  "Sender: peer_count(region, k=0): how many items receiver k's list has for this "
 	  "region (k: in the order the receivers of a fan-out joined)." },

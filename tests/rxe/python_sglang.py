@@ -4,7 +4,7 @@
 device (tests/rxe/scenarios/python_sglang.sh runs a prefill and a decode process).
 
 It calls the backend classes in the order SGLang's event loops do:
-  prefill: bootstrap server + manager.register_to_bootstrap(); per request a
+  prefill: bootstrap server + manager (it registers itself); per request a
     KVSender polled in the bootstrap queue until WaitingForInput, init(pages,
     aux row), send() once per chunk of a chunked prefill (one chunk per
     scheduler iteration; the last one with the state slot), polled in the
@@ -142,8 +142,8 @@ def write_file(path, text):
 def run_prefill(a):
     args = Args()
     srv = ks.KVBootstrapServer("127.0.0.1", 0)
+    # files itself with the bootstrap server, as SGLang's managers do
     mgr = ks.KVManager(args, "prefill", ServerArgs("127.0.0.1", srv.port), config_path=a.config)
-    mgr.register_to_bootstrap()
     write_file(os.path.join(a.dir, "bootstrap"), f"127.0.0.1:{srv.port}\n")
     pages, rows, slots = Pages(1), Pages(3, AUX_ROWS), Pages(4, SLOTS)
     rooms = list(range(1, OK_ROOMS + 1)) + [ABORT_BY_PREFILL, ABORT_BY_DECODE,

@@ -1,0 +1,208 @@
+# SPDX-License-Identifier: Apache-2.0
+"""KVFerryKVSender: the prefill side of one request, a kvferry sender room.
+
+The room is created once the first decode rank's ROOM_INFO has arrived
+(Engine.sender_pending): its user data says how many decode ranks this
+prefill rank serves for the request (SGLang's required_dst_info_num, a fact
+of the decode's layout), which is the fan-out the room must wait for. Until
+then the sender is Bootstrapping under the bootstrap deadline kept here
+(deadlines.bootstrap_s of the engine's config; SGLang's own
+SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT sets it)."""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, List, Optional, Tuple
+
+import numpy as np
+
+import kvferry
+
+from . import bootstrap as bs
+from ._compat import BaseKVSender, KVPoll, KVTransferError, metric
+from .manager import KVFerryKVManager, parse_user_data, state_groups
+
+log = logging.getLogger("kvferry.sglang")
+
+
+def failure_text(room: kvferry.Room) -> str:
+    f = room.failure()
+    return f"{f.reason}: {f.detail}"
+
+
+class KVFerryKVSender(BaseKVSender):
+    """Prefill side of one request: a kvferry sender room."""
+
+    def __init__(self, mgr: KVFerryKVManager, bootstrap_addr: str, bootstrap_room: int,
+                 dest_tp_ranks: Optional[List[int]] = None, pp_rank: int = 0,
+                 req_has_disagg_prefill_dp_rank: bool = False):
+        self.kv_mgr = mgr
+        self.bootstrap_room = int(bootstrap_room)
+        self.bootstrap_addr = bootstrap_addr
+        self.room: Optional[kvferry.Room] = None
+        self.conclude_state: Optional[int] = None
+        self.num_kv_indices: Optional[int] = None
+        self.aux_index: Optional[int] = None
+        self._sent = 0       # pages of the request handed to send() so far
+        self._skip: Optional[int] = None  # leading pages the decode has already
+        self._failure: Optional[str] = None  # failed before its room existed
+        self._cleared = False
+        self._deadline = time.monotonic() + mgr.engine.deadline_s("deadlines.bootstrap_s")
+        if not req_has_disagg_prefill_dp_rank:
+            self._register_dp_rank()
+
+    def _register_dp_rank(self) -> None:
+        """With DP > 1 and a router that does not follow bootstrap_room, the
+        decode asks the bootstrap server which DP rank has the request."""
+        lay, sa = self.kv_mgr.layout, self.kv_mgr.server_args
+        dp = max(lay.attn_dp_size, lay.system_dp_size)
+        method = getattr(sa, "load_balance_method", None) or "follow_bootstrap_room"
+        if dp <= 1 or method == "follow_bootstrap_room":
+            return
+        try:
+            bs.register_dp_rank(self.bootstrap_addr, self.bootstrap_room, lay.dp_group)
+        except bs.BootstrapError as e:
+            log.error("room %#x: %s", self.bootstrap_room, e)
+
+    # ---- the room, once the decode asked
+    def _ensure_room(self) -> bool:
+        if self.room is not None:
+            return True
+        if self._failure is not None:
+            return False
+        n, user = self.kv_mgr.engine.sender_pending(self.bootstrap_room)
+        if n == 0:
+            if time.monotonic() >= self._deadline:
+                self._fail_local("bootstrap_timeout: no decode rank asked for the room "
+                                 "within deadlines.bootstrap_s")
+            return False
+        fan = parse_user_data(user)[1] if n > 0 else 1
+        try:
+            self.room = self.kv_mgr.engine.sender(self.bootstrap_room, n=fan)
+        except kvferry.KVFerryError as e:
+            self._fail_local(f"room create failed: {e}")
+            return False
+        if fan > 1:
+            log.debug("room %#x: fan-out to %d decode ranks", self.bootstrap_room, fan)
+        return True
+
+    def _fail_local(self, why: str) -> None:
+        self._failure = why
+        self.conclude_state = KVPoll.Failed
+        log.warning("room %#x: %s", self.bootstrap_room, why)
+
+    def init(self, num_kv_indices: int, aux_index: Optional[int] = None) -> None:
+        self.num_kv_indices = int(num_kv_indices)
+        self.aux_index = aux_index
+
+    def _abort_raise(self, why: str) -> None:
+        self.abort()
+        raise ValueError(f"room {self.bootstrap_room}: {why}")
+
+    def send(self, kv_indices: Any, state_indices: Optional[List] = None,
+             num_kv_tokens: Optional[int] = None) -> None:
+        """One chunk of the request's pages, in order: posted now. The last
+        chunk (the pages reach init()'s count) also carries the aux row and
+        the state slots, and completes the room. num_kv_tokens (the chunk's
+        token count) is not needed: pages are whole."""
+        if self.num_kv_indices is None or self.room is None:
+            raise RuntimeError(f"room {self.bootstrap_room}: send() before init() "
+                               "(the decode's ROOM_INFO has not arrived)")
+        idx = np.asarray(kv_indices)
+        pos, n = self._sent, int(idx.size)
+        self._sent += n
+        if self._sent > self.num_kv_indices:
+            self._abort_raise(f"{self._sent} pages sent, init() said {self.num_kv_indices}")
+        try:
+            self._post(idx, pos, n, state_indices)
+        except kvferry.KVFerryError as e:
+            # the room is FAILED and says why; poll() reports it
+            log.warning("room %#x: send failed: %s", self.bootstrap_room, e)
+
+    def _post(self, idx: np.ndarray, pos: int, n: int, state_indices: Optional[List]) -> None:
+        mgr = self.kv_mgr
+        if self._skip is None:  # the decode's list is known from WaitingForInput on
+            want = self.room.peer_count(mgr.kv_region)
+            # a dummy decode rank (want 0) needs no page; a decode with a
+            # prefix cache asks for fewer pages than the request has
+            if want > self.num_kv_indices:
+                self._abort_raise(f"the decode asks for {want} pages, the request has "
+                                  f"{self.num_kv_indices}")
+            self._skip = self.num_kv_indices - want
+        parts = []
+        first = max(pos, self._skip)
+        if first < pos + n:
+            parts.append((mgr.kv_region, first - self._skip, idx[first - pos:]))
+        last = self._sent == self.num_kv_indices
+        if last:
+            parts += self._last_parts(state_indices)
+        if parts or last:
+            self.room.send_chunk(parts, last=last)
+
+    def _last_parts(self, state_indices: Optional[List]) -> List[Tuple[int, int, Any]]:
+        """The aux row and the state slots, where the decode asked for them."""
+        mgr, parts = self.kv_mgr, []
+        if mgr.aux_region is not None and self.aux_index is not None and \
+                self.room.peer_count(mgr.aux_region):
+            parts.append((mgr.aux_region, 0, [int(self.aux_index)]))
+        groups = state_groups(state_indices)
+        if len(groups) > len(mgr.state_regions):
+            self._abort_raise(f"{len(groups)} state groups, {len(mgr.state_regions)} registered")
+        for region, g in zip(mgr.state_regions, groups):
+            if g is not None and len(g) and self.room.peer_count(region):
+                parts.append((region, 0, np.asarray(g)))
+        return parts
+
+    def pop_decode_prefix_len(self) -> int:
+        """The decode's decode_prefix_len, from the room's user data."""
+        if self.room is None:
+            return 0
+        try:
+            return parse_user_data(self.room.user_data())[0]
+        except kvferry.KVFerryError:
+            return 0  # no ROOM_INFO yet
+
+    def should_send_kv_chunk(self, num_pages: int, last_chunk: bool) -> bool:
+        # the last chunk carries the aux row and state even with no page
+        return num_pages > 0 or last_chunk
+
+    def poll(self) -> int:
+        self.kv_mgr.maybe_progress()
+        if not self._ensure_room():
+            return KVPoll.Failed if self._failure is not None else KVPoll.Bootstrapping
+        try:
+            st = self.room.poll()
+        except kvferry.KVFerryError:
+            return KVPoll.Failed  # released (cleared) already
+        if st in (KVPoll.Success, KVPoll.Failed):
+            self.conclude_state = st
+        return st
+
+    def failure_exception(self) -> None:
+        why = self._failure if self._failure is not None else failure_text(self.room)
+        raise KVTransferError(self.bootstrap_room, why)
+
+    def get_transfer_metric(self) -> Any:
+        if self.room is None:
+            return metric()
+        st = self.room.stats()
+        lat = (st.success_ns - st.send_ns) / 1e9 if st.success_ns and st.send_ns else None
+        return metric(transfer_latency_s=lat, transfer_total_bytes=st.bytes or None)
+
+    def abort(self) -> None:
+        if self.room is not None:
+            self.room.abort()
+        elif self._failure is None:
+            self._fail_local("aborted before any decode rank asked for the room")
+
+    def clear(self) -> None:
+        """Hand the room back; a failed room that is not yet quiescent is kept
+        by the manager and released by a later progress()."""
+        if self._cleared:
+            return
+        self._cleared = True
+        if self.room is None:
+            return
+        if self.room.poll() not in (KVPoll.Success, KVPoll.Failed):
+            self.room.abort()  # SGLang clears a request it gave up on
+        self.kv_mgr.park(self.room, None)
