@@ -8,7 +8,10 @@
 # 2. configures (once) and builds in ${KVF_BUILD_DIR:-build};
 # 3. runs the unit suite: meson test --suite unit --print-errorlogs;
 # 3a. runs the Python package's tests (pytest tests/python, with
-#    /usr/bin/python3) and installs it with pip into a scratch dir;
+#    /usr/bin/python3) and SGLang's own disaggregation queues on its FAKE
+#    backend (pytest tests/sglang: the pinned SGLang tree, KVF_SGLANG_SRC,
+#    default ../shared/sglang/python; missing: skipped, a failure under
+#    CI=true), and installs the package with pip into a scratch dir;
 # 3b. checks the room protocol model with spin (tests/model/run.sh);
 # 4. runs the RDMA suite tests/rxe/run.sh: on this host's RDMA device when it
 #    has one (ibv_devices lists one), else inside a qemu guest with soft-RoCE
@@ -20,6 +23,7 @@
 #   KVF_BUILD_DIR=DIR   build directory (default build, relative to the repo)
 #   KVF_WERROR=1        configure with -Dwerror=true
 #   KVF_RXE=auto|host|vm|skip  where the RDMA suite runs (default auto)
+#   KVF_SGLANG_SRC=DIR  SGLang's Python package (default ../shared/sglang/python)
 #   KVF_RXE_DEVICES=1|2 rxe devices in the VM (default 2: prefill and decode on their own)
 #   KVF_VM_TIMEOUT=S    limit for the whole VM run (default 2700: every test
 #                       has its own limit; this one only catches a hung guest)
@@ -70,7 +74,7 @@ summarized() {
 
 # ---- 1. packages --------------------------------------------------------------
 section "packages"
-kvf_need_pkgs "${KVF_PKGS_BUILD[@]}" "${KVF_PKGS_RDMA[@]}" || exit 1
+kvf_need_pkgs "${KVF_PKGS_BUILD[@]}" "${KVF_PKGS_RDMA[@]}" "${KVF_PKGS_SGLANG[@]}" || exit 1
 section_end packages ok
 
 # ---- 2. configure and build ---------------------------------------------------
@@ -122,6 +126,14 @@ section "python package (pytest, pip)"
 if [ $built = 1 ] && compgen -G "$build/python/kvferry/_kvferry*.so" > /dev/null; then
 	summarized python 'python (pytest): ' '^=* ?[0-9]+ (passed|failed)' \
 		env PYTHONPATH="$build/python" "$KVF_PY" -m pytest -q -p no:cacheprovider "$KVF_REPO/tests/python"
+	rc_py=$rc
+	# a process of its own: SGLang's import (torch and 2,600 modules) would
+	# change what tests/python's leak checks measure
+	summarized sglang 'sglang queues (pytest): ' '^=* ?[0-9]+ (passed|failed|skipped)' \
+		env PYTHONPATH="$build/python" "$KVF_PY" -m pytest -q -p no:cacheprovider -rs "$KVF_REPO/tests/sglang"
+	if [ $ci = 0 ] && grep -q 'not run: ' "$log"; then
+		summary+=("sglang queues: SKIPPED ($(grep -o 'not run: .*' "$log" | head -n1); CI=true makes this a failure)")
+	fi
 	pipdir=$(mktemp -d /tmp/kvf-pip.XXXXXX)
 	if "$KVF_PY" -m pip install -q --root-user-action=ignore --no-build-isolation --no-deps --target "$pipdir" "$KVF_REPO" &&
 		PYTHONPATH="$pipdir" "$KVF_PY" -c 'import kvferry, kvferry.sglang; kvferry.Engine().close(); print("pip install .: kvferry", kvferry.__file__)'; then
@@ -131,7 +143,7 @@ if [ $built = 1 ] && compgen -G "$build/python/kvferry/_kvferry*.so" > /dev/null
 		status=1
 	fi
 	rm -rf "$pipdir"
-	section_end "python package" "pytest exit $rc"
+	section_end "python package" "pytest exit $rc_py, sglang queues exit $rc"
 else
 	problem python "the extension module was not built (python3-dev missing, or the build failed)"
 	section_end "python package" "not run"
@@ -174,6 +186,13 @@ elif [ "$rxe_mode" = vm ]; then
 	echo "no RDMA device on this host: running the suite in a qemu guest with soft-RoCE"
 	share=()
 	case $build/ in "$KVF_REPO"/*) ;; *) share=(--share "$build") ;; esac
+	# the pinned SGLang tree (tests/rxe/scenarios/sglang_real.sh), when outside the repo
+	sgsrc=${KVF_SGLANG_SRC:-$KVF_REPO/../shared/sglang/python}
+	if [ -d "$sgsrc" ]; then
+		sgsrc=$(cd "$sgsrc" && pwd -P)
+		case $sgsrc/ in "$KVF_REPO"/*) ;; *) share+=(--share "$sgsrc") ;; esac
+		export KVF_SGLANG_SRC=$sgsrc
+	fi
 	run_rxe "$KVF_REPO/scripts/rxe-vm.sh" --devices "${KVF_RXE_DEVICES:-2}" \
 		--timeout "${KVF_VM_TIMEOUT:-2700}" "${share[@]+"${share[@]}"}" -- tests/rxe/run.sh
 else

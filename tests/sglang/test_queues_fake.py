@@ -1,0 +1,256 @@
+# SPDX-License-Identifier: Apache-2.0
+"""SGLang's own disaggregation queues, built by tests/sglang/harness.py, with
+SGLang's FAKE transfer backend (srt/disaggregation/fake): no RDMA, both
+sides in this process. It proves the harness builds SGLang's queues the way
+its scheduler does (PrefillBootstrapQueue, the prefill inflight handling,
+DecodePreallocQueue, DecodeTransferQueue) independent of kvferry.
+
+A second backend, LOOPBACK, is SGLang's fake classes plus a copy of the bytes
+through the KVArgs SGLang's _init_kv_manager built (data pointers, item
+lengths): every page and metadata row the decode checks arrived that way, so
+the harness's byte check and SGLang's index plumbing (the decode's page list
+from pop_preallocated against the prefill's send_kv_chunk pages) are tested
+here too, and a corrupted byte must be caught.
+
+Needs the pinned SGLang tree (KVF_SGLANG_SRC); without it the tests skip,
+and with CI=true they fail.
+"""
+import ctypes
+import os
+
+import pytest
+
+import harness as H
+
+CI = os.environ.get("CI", "") in ("true", "1", "yes")
+WHY = H.missing_reason()
+if WHY:
+    if CI:
+        raise RuntimeError(f"CI=true and the SGLang tree is missing: {WHY}")
+    pytest.skip(f"not run: {WHY}", allow_module_level=True)
+
+S = H.load()
+KVPoll = S.base.KVPoll
+
+
+@pytest.fixture(autouse=True)
+def _gloo_dir(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    yield
+
+
+def _pair(tmp_path, backend, shape=None, **kw):
+    shape = shape or H.Shape(pool_tokens=1024, max_reqs=8, chunk_tokens=32)
+    p = H.PrefillRank(shape, backend, 18998, gloo_path=str(tmp_path / "gp"), **kw)
+    d = H.DecodeRank(shape, backend, 18998, gloo_path=str(tmp_path / "gd"), **kw)
+    return p, d
+
+
+def _assert_empty(p, d):
+    pq, dq = p.queues(), d.queues()
+    assert (pq["bootstrap"], pq["waiting"], pq["chunked"], pq["inflight"]) == (0, 0, 0, 0), pq
+    assert (dq["prealloc"], dq["pending"], dq["transfer"], dq["waiting"]) == (0, 0, 0, 0), dq
+    for q in (pq, dq):
+        assert q["kv_free"] == q["kv_total"], q
+        assert q["req_slots_free"] == p.shape.max_reqs, q
+        assert q["metadata_free"] == p.shape.max_reqs * 2, q
+
+
+FAKE = S.utils.FAKE_BOOTSTRAP_HOST
+
+
+def test_fake_backend_both_sides(tmp_path):
+    p, d = _pair(tmp_path, "fake")
+    assert type(p.kv_manager).__name__ == "FakeKVManager"
+    assert type(d.kv_manager).__name__ == "FakeKVManager"
+    # KVArgs as SGLang's prefill _init_kv_manager built them from its pools
+    ka = p.kv_manager.kv_args
+    sh = p.shape
+    assert len(ka.kv_data_ptrs) == 2 * sh.layers
+    assert ka.kv_item_lens == [sh.page_size * sh.heads * sh.head_dim * 2] * (2 * sh.layers)
+    assert ka.page_size == sh.page_size and ka.kv_head_num == sh.heads
+    assert ka.total_kv_head_num == sh.total_kv_heads and ka.prefill_start_layer == 0
+    assert len(ka.aux_data_ptrs) == len(p.sched.disagg_metadata_buffers.get_buf_infos()[0])
+    reqs = [H.Request(room=r, input_len=17 + 23 * r) for r in range(1, 9)]
+    for r in reqs:
+        p.add(r, bootstrap_host=FAKE)
+        d.add(r, bootstrap_host=FAKE)
+    assert H.run_pair(p, d, 100, check_bytes=False)
+    assert p.done == {r.room: "ok" for r in reqs}
+    assert d.done == {r.room: "ok" for r in reqs}
+    _assert_empty(p, d)
+
+
+def test_fake_backend_failures(tmp_path):
+    """SGLang's failure paths: a decode receiver aborted in the prealloc queue
+    (_update_handshake_waiters -> prepare_abort, pop_preallocated drops it),
+    a prefill sender aborted in the bootstrap queue (handle_bootstrap_failure).
+    The transfer-queue failure branch is in test_loopback_every_byte."""
+    p, d = _pair(tmp_path, "fake")
+    reqs = [H.Request(room=r, input_len=40) for r in range(1, 5)]
+    for r in reqs:
+        p.add(r, bootstrap_host=FAKE)
+        d.add(r, bootstrap_host=FAKE)
+    # decode: room 2's receiver fails before its handshake is seen
+    for dr in d.sched.disagg_decode_prealloc_queue.queue:
+        if dr.req.bootstrap_room == 2:
+            dr.kv_receiver.abort()
+    # prefill: room 3's sender fails as soon as it is created
+    for req in p.sched.disagg_prefill_bootstrap_queue.queue:
+        if req.bootstrap_room == 3:
+            req.disagg_kv_sender.abort()
+    assert H.run_pair(p, d, 100, check_bytes=False)
+    assert d.done[2].startswith("failed: Decode handshake failed"), d.done
+    assert p.done[3].startswith("failed: Prefill bootstrap failed"), p.done
+    assert [d.done[r] for r in (1, 3, 4)] == ["ok"] * 3
+    assert [p.done[r] for r in (1, 2, 4)] == ["ok"] * 3
+    _assert_empty(p, d)
+
+
+# ---- LOOPBACK: SGLang's fake classes plus the bytes ------------------------------------
+
+class _Wire:
+    def __init__(self):
+        self.args = {}          # "prefill" / "decode" -> KVArgs
+        self.dst = {}           # room -> (kv pages, aux row, state, decode_prefix_len)
+        self.done = set()
+        self.aborted = set()
+        self.corrupt = set()    # rooms whose first copied page gets one wrong byte
+        self.bytes = 0
+
+
+WIRE = _Wire()
+
+
+def _copy(ptrs, lens, items, dptrs, src_i, dst_i, room):
+    for b, (sp, dp, n) in enumerate(zip(ptrs, dptrs, items)):
+        assert (dst_i + 1) * n <= lens[b]
+        ctypes.memmove(dp + dst_i * n, sp + src_i * n, n)
+        WIRE.bytes += n
+        if room in WIRE.corrupt and b == 0:
+            ctypes.memset(dp + dst_i * n, 0x7F, 1)
+            WIRE.corrupt.discard(room)
+
+
+def _loopback_classes():
+    fake = S.utils.get_kv_class(S.utils.TransferBackend.FAKE, S.utils.KVClassType.MANAGER)
+    from sglang.srt.disaggregation.fake.conn import FakeKVReceiver, FakeKVSender
+
+    from sglang.srt.disaggregation.common.conn import PrefillServerInfo
+
+    class Manager(fake):
+        """What decode.py reads of a non-fake manager: prefill_info_table and
+        try_ensure_parallel_info (common/conn.py's, minus the HTTP GET)."""
+
+        def __init__(self, args, mode, server_args, is_mla_backend=False):
+            super().__init__(args, mode, server_args, is_mla_backend)
+            WIRE.args[mode.value] = args
+            self.prefill_info_table = {}
+
+        def try_ensure_parallel_info(self, bootstrap_addr):
+            self.prefill_info_table[bootstrap_addr] = PrefillServerInfo(
+                attn_tp_size=1, attn_cp_size=1, dp_size=1, pp_size=1,
+                page_size=self.kv_args.page_size, kv_cache_dtype="auto", follow_bootstrap_room=True)
+            return True
+
+    class Sender(FakeKVSender):
+        def __init__(self, mgr, bootstrap_addr, bootstrap_room, dest_tp_ranks, pp_rank,
+                     req_has_disagg_prefill_dp_rank=False):
+            super().__init__(mgr, bootstrap_addr, bootstrap_room, dest_tp_ranks, pp_rank)
+            self.room, self.sent = bootstrap_room, 0
+
+        def poll(self):
+            if self.conclude_state is not None:
+                return self.conclude_state
+            if self.room in WIRE.aborted:
+                return KVPoll.Failed
+            if self.room not in WIRE.dst:
+                return KVPoll.Bootstrapping
+            if self.room in WIRE.done:
+                return KVPoll.Success
+            return KVPoll.WaitingForInput if not self.has_sent else KVPoll.Transferring
+
+        def pop_decode_prefix_len(self):
+            return WIRE.dst[self.room][3]
+
+        def init(self, num_kv_indices, aux_index=None):
+            self.num_pages, self.aux_index = num_kv_indices, aux_index
+
+        def send(self, kv_indices, state_indices=None, num_kv_tokens=None):
+            self.has_sent = True
+            if self.room in WIRE.aborted:
+                return
+            src, dst = WIRE.args["prefill"], WIRE.args["decode"]
+            pages, aux, _state, _pre = WIRE.dst[self.room]
+            for k, page in enumerate(kv_indices):
+                _copy(src.kv_data_ptrs, dst.kv_data_lens, src.kv_item_lens, dst.kv_data_ptrs,
+                      int(page), int(pages[self.sent + k]), self.room)
+            self.sent += len(kv_indices)
+            if self.sent == self.num_pages:
+                _copy(src.aux_data_ptrs, dst.aux_data_lens, src.aux_item_lens, dst.aux_data_ptrs,
+                      self.aux_index, aux, None)
+                WIRE.done.add(self.room)
+
+    class Receiver(FakeKVReceiver):
+        def __init__(self, mgr, bootstrap_addr, bootstrap_room=None):
+            super().__init__(mgr, bootstrap_addr, bootstrap_room)
+            self.room = bootstrap_room
+
+        def poll(self):
+            if self.conclude_state is not None:
+                return self.conclude_state
+            if not self.bootstrap_done:
+                return KVPoll.Bootstrapping
+            if not self.has_sent_metadata:
+                return KVPoll.WaitingForInput
+            return KVPoll.Success if self.room in WIRE.done else KVPoll.Transferring
+
+        def send_metadata(self, kv_indices, aux_index=None, state_indices=None, decode_prefix_len=None):
+            self.has_sent_metadata = True
+            WIRE.dst[self.room] = (list(kv_indices), aux_index, state_indices, decode_prefix_len or 0)
+
+        def abort(self):
+            super().abort()
+            WIRE.aborted.add(self.room)
+
+    K = S.utils.KVClassType
+    return {K.KVARGS: S.base.KVArgs, K.MANAGER: Manager, K.SENDER: Sender, K.RECEIVER: Receiver}
+
+
+def test_loopback_every_byte(tmp_path):
+    H.register_backend("loopback", _loopback_classes)
+    global WIRE
+    WIRE = _Wire()
+    p, d = _pair(tmp_path, "loopback")
+    reqs = [H.Request(room=100 + r, input_len=9 + 37 * r) for r in range(1, 11)]
+    WIRE.corrupt = {105}
+    for r in reqs[:6]:
+        p.add(r, bootstrap_host="127.0.0.1")
+        d.add(r, bootstrap_host="127.0.0.1")
+    # the rest arrive while the first ones are in flight; room 104's
+    # receiver is aborted in the transfer queue (pop_transferred's failure
+    # branch: release_kv_cache, metadata row freed)
+    aborted = False
+    for _ in range(200):
+        p.turn()
+        d.turn()
+        for dr in d.sched.disagg_decode_transfer_queue.queue:
+            if dr.req.bootstrap_room == 104 and 104 not in WIRE.done:
+                dr.kv_receiver.abort()
+                aborted = True
+        if aborted:
+            break
+    assert aborted
+    for r in reqs[6:]:
+        p.add(r, bootstrap_host="127.0.0.1")
+        d.add(r, bootstrap_host="127.0.0.1")
+    assert H.run_pair(p, d, 300)
+    assert p.done.pop(104).startswith("failed: Prefill "), p.done  # bootstrap or inflight queue
+    assert p.done == {r.room: "ok" for r in reqs if r.room != 104}
+    assert d.done.pop(104).startswith("failed: Decode transfer failed"), d.done
+    want = {r.room: "ok" for r in reqs if r.room != 104}
+    want[105] = "bad: 1 wrong elements"
+    assert d.done == want
+    assert d.bytes_checked == sum(d.side.slot_bytes(r.input_len) for r in reqs if r.room != 104)
+    assert WIRE.bytes > d.bytes_checked  # whole pages, and the metadata rows
+    _assert_empty(p, d)
