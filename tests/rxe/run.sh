@@ -194,6 +194,9 @@ TESTS=(
 	# kvferry.sglang driven as SGLang does, two Python processes (issue 10)
 	"kvf_python_sglang|300|\$repo/tests/rxe/scenarios/python_sglang.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1"
 	"kvf_python_sglang_shapes|600|\$repo/tests/rxe/scenarios/python_sglang_shapes.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1"
+	# issue 24: SGLang's own queue code (the pinned tree) drives kvferry.sglang,
+	# one process per side importing SGLang once, a fork per shape
+	"kvf_sglang_real|900|\$repo/tests/rxe/scenarios/sglang_real.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1"
 	# issue 9: ranks of different TP and pipeline stages (geometry, head slicing)
 	"kvf_ranks_tp2to1|240|\$repo/tests/rxe/scenarios/ranks.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 tp2to1 12"
 	"kvf_ranks_tp1to2|240|\$repo/tests/rxe/scenarios/ranks.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 tp1to2 12"

@@ -89,6 +89,53 @@ def missing_reason() -> Optional[str]:
 class S:
     """The SGLang names the harness uses, filled by load()."""
     loaded = False
+    patched = None   # the patch applied (KVF_SGLANG_PATCH), else None
+
+
+def _apply_patch(patch: str) -> Dict[str, str]:
+    """docs/sglang-backend.patch (or another) applied with git apply to a
+    scratch copy of the pinned files it touches; returns {module: file} for
+    _Overlay. The pinned tree itself is never written."""
+    import re
+    import subprocess
+    import tempfile
+
+    text = Path(patch).read_text()
+    files = sorted(set(re.findall(r"^\+\+\+ b/(\S+)", text, re.M)))
+    import atexit
+    import shutil
+
+    scratch = Path(tempfile.mkdtemp(prefix="kvf-sglang-patched."))
+    owner = os.getpid()
+    atexit.register(lambda: os.getpid() == owner and shutil.rmtree(scratch, ignore_errors=True))
+    root = sglang_src().parent  # the directory holding python/
+    for f in files:
+        dst = scratch / f
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        dst.write_bytes((root / f).read_bytes())
+    subprocess.run(["git", "apply", "--check", str(Path(patch).resolve())], cwd=scratch, check=True)
+    subprocess.run(["git", "apply", str(Path(patch).resolve())], cwd=scratch, check=True)
+    mods = {}
+    for f in files:
+        rel = Path(f).relative_to("python")
+        mods[".".join(rel.with_suffix("").parts)] = str(scratch / f)
+    return mods
+
+
+class _Overlay:
+    """A meta path finder serving the patched copies of a few SGLang modules."""
+
+    def __init__(self, mods: Dict[str, str]):
+        self.mods = mods
+
+    def find_spec(self, name, path, target=None):
+        import importlib.util
+        if name in self.mods:
+            return importlib.util.spec_from_file_location(name, self.mods[name])
+        return None
+
+    def invalidate_caches(self):
+        pass
 
 
 def load():
@@ -106,6 +153,10 @@ def load():
             sys.path.insert(0, p)
     import sglang_stubs
     sglang_stubs.install()
+    patch = os.environ.get("KVF_SGLANG_PATCH")
+    if patch:
+        sys.meta_path.insert(0, _Overlay(_apply_patch(patch)))
+        S.patched = patch
     t1 = time.monotonic()
     import sglang.srt.disaggregation.decode as decode
     import sglang.srt.disaggregation.prefill as prefill
@@ -142,6 +193,9 @@ def register_backend(name: str, classes) -> object:
     load()
     u = S.utils
     key = name.upper()
+    if hasattr(u.TransferBackend, key) and key not in _EXTRA_BACKENDS and \
+            not hasattr(u.get_kv_class, "_kvf_real"):
+        return u.TransferBackend[key]  # SGLang has it (the patch applied): its own lookup
     if not hasattr(u.TransferBackend, key):
         import enum
 
@@ -305,10 +359,19 @@ def _allocator(size, page_size, dtype, kvcache):
     return CPUPagedTokenToKVPoolAllocator(size, page_size, dtype, "cpu", kvcache, need_sort=False)
 
 
+def _watched_cache(params, watch):
+    """SGLang's ChunkCache; watch(req) sees every request whose KV it frees."""
+    class WatchedChunkCache(S.chunk_cache.ChunkCache):
+        def cache_finished_req(self, req, is_insert=True, *, kv_len_to_handle):
+            watch(req)
+            return super().cache_finished_req(req, is_insert, kv_len_to_handle=kv_len_to_handle)
+    return WatchedChunkCache(params)
+
+
 class _Side:
     """What both sides build: the pools, the allocator, the tree cache."""
 
-    def __init__(self, shape: Shape, gloo_path: str):
+    def __init__(self, shape: Shape, gloo_path: str, watch=None):
         torch = S.torch
         self.shape = shape
         sh = shape
@@ -327,9 +390,10 @@ class _Side:
         self.allocator = _allocator(sh.pool_tokens, sh.page_size, torch.float16, self.kv_pool)
         self.req_to_token_pool = S.mp.ReqToTokenPool(
             size=sh.max_reqs, max_context_len=sh.max_context, device="cpu", enable_memory_saver=False)
-        self.tree_cache = S.chunk_cache.ChunkCache(S.CacheInitParams(
-            disable=True, req_to_token_pool=self.req_to_token_pool,
-            token_to_kv_pool_allocator=self.allocator, page_size=sh.page_size))
+        params = S.CacheInitParams(disable=True, req_to_token_pool=self.req_to_token_pool,
+                                   token_to_kv_pool_allocator=self.allocator, page_size=sh.page_size)
+        self.tree_cache = (_watched_cache(params, watch) if watch else
+                           S.chunk_cache.ChunkCache(params))
         self.gloo = _gloo_group(gloo_path, sh.tp_rank, sh.tp_size)
         self.free_at_start = self.allocator.available_size()
 
@@ -587,7 +651,10 @@ class DecodeRank:
                                                   attn_dp_size=1, attn_dp_rank=0, attn_cp_size=1,
                                                   attn_cp_rank=0)
         self._par.__enter__()
-        self.side = _Side(shape, gloo_path)
+        self.receivers: Dict[int, object] = {}   # room -> the kv_receiver SGLang created
+        self.freed_unquiescent = 0               # failed requests freed while a write could land
+        self.hooked = 0                          # released by the backend's page_release_hook
+        self.side = _Side(shape, gloo_path, watch=self._watch_free)
 
         class Sched(S.decode.SchedulerDisaggregationDecodeMixin):
             pass
@@ -620,6 +687,12 @@ class DecodeRank:
             pp_rank=shape.pp_rank, num_reserved_decode_tokens=S.rc.get_disagg().num_reserved_decode_tokens,
             transfer_backend=self.backend)
         self.kv_manager = sched.disagg_decode_prealloc_queue.kv_manager
+        hook = getattr(self.kv_manager, "page_release_hook", None)
+        if hook is not None:  # set by the patched DecodePreallocQueue: count its calls
+            def counted(rc, hook=hook):
+                self.hooked += 1
+                return hook(rc)
+            self.kv_manager.page_release_hook = counted
         self.bootstrap_port = bootstrap_port
         self.requests: Dict[int, Request] = {}
         self.done: Dict[int, str] = {}
@@ -631,8 +704,26 @@ class DecodeRank:
         req = make_req(r, bootstrap_host, self.bootstrap_port, S.utils.DisaggregationMode.DECODE)
         req.harness = r
         self.requests[r.room] = r
-        self.sched.disagg_decode_prealloc_queue.add(req)
+        q = self.sched.disagg_decode_prealloc_queue
+        q.add(req)
+        for dr in q.queue[-1:]:
+            if dr.req is req:
+                self.receivers[r.room] = dr.kv_receiver
         return req
+
+    def _watch_free(self, req):
+        """A failed request's pages are being freed: could a write still land?"""
+        if not S.utils.is_aborted(req):
+            return
+        room = getattr(self.receivers.get(req.bootstrap_room), "room", None)
+        if room is None or not hasattr(room, "quiescent"):
+            return
+        try:
+            quiet = room.quiescent()
+        except Exception:
+            quiet = True  # released: quiescent by construction
+        if not quiet:
+            self.freed_unquiescent += 1
 
     def turn(self, check_bytes: bool = True):
         s = self.sched

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Issue 24: SGLang's own disaggregation queue code (the pinned tree at
+# $KVF_SGLANG_SRC, default ../shared/sglang/python) drives kvferry.sglang on
+# soft-RoCE: a prefill process on DEV0 and a decode process on DEV1, each
+# building SGLang's PrefillBootstrapQueue / inflight queue or
+# DecodePreallocQueue / DecodeTransferQueue with SGLang's KVArgs, pools,
+# MetadataBuffers and Reqs (tests/sglang/harness.py), docs/sglang-backend.patch
+# applied to a scratch copy of the files it touches (TransferBackend.KVFERRY,
+# the decode's deferred release). Each process imports torch and SGLang once
+# (minutes under TCG) and forks a child per shape (tests/sglang/sglang_rxe.py):
+#   tp1   TP 1 -> 1, 24 requests in 64-token chunks, every page and
+#         metadata row checked at the decode
+#   kill  the prefill SIGKILLed mid-request: SGLang's decode failure path
+#         runs, no page is freed before its room is quiescent, all come back
+# Every shape ends with SGLang's queues empty, every KV slot back and
+# kvferry's gauges (live rooms, inflight, unquiescent, parked) at 0.
+#   sglang_real.sh BUILD DEV0 ADDR0 DEV1 ADDR1 [SHAPES]
+. "$(dirname "$0")/common.sh"
+PY=/usr/bin/python3
+SHAPES=${1:-tp1,kill}
+HB_MS=1000 HB_MISSES=5
+BOOTSTRAP_S=240
+repo=$(cd "$(dirname "$0")/../../.." && pwd -P)
+src=${KVF_SGLANG_SRC:-$repo/../shared/sglang/python}
+if [ ! -f "$src/sglang/srt/disaggregation/prefill.py" ]; then
+	case ${CI:-} in true|1|yes) fail "CI=true and no SGLang tree at $src (KVF_SGLANG_SRC)" ;; esac
+	echo "not run: no SGLang tree at $src (KVF_SGLANG_SRC; see ../shared/sglang/PIN)"
+	pass "not run: no SGLang tree (CI=true makes this a failure)"
+fi
+export KVF_SGLANG_SRC=$src
+export KVF_SGLANG_PATCH=$repo/docs/sglang-backend.patch
+port=18741 # the file's; the backend opens the prefill on an ephemeral port
+engine_conf "$W/p.conf" prefill-sgr prefill $port
+engine_conf "$W/d.conf" decode-sgr decode $port
+export PYTHONPATH=$BUILD/python
+compgen -G "$BUILD/python/kvferry/_kvferry*.so" > /dev/null ||
+	fail "not built: $BUILD/python/kvferry/_kvferry*.so (python3-dev, -Dpython)"
+DRV=("$PY" "$repo/tests/sglang/sglang_rxe.py" --dir "$W" --shapes "$SHAPES" --timeout "${KVF_SGR_TIMEOUT:-300}")
+limit=${KVF_SGR_LIMIT:-840}
+t0=$SECONDS
+KVFERRY_CONFIG=$W/p.conf timeout -k 5 "$limit" "${DRV[@]}" --role prefill > "$W/prefill.out" 2> "$W/prefill.log" &
+ppid=$!
+CHILDREN+=("$ppid")
+KVFERRY_CONFIG=$W/d.conf timeout -k 5 "$limit" "${DRV[@]}" --role decode > "$W/decode.out" 2> "$W/decode.log" &
+dpid=$!
+CHILDREN+=("$dpid")
+wait "$dpid"; drc=$?
+wait "$ppid"; prc=$?
+CHILDREN=()
+grep -h '^sglang-real:' "$W/prefill.out" "$W/decode.out"
+note "wall $((SECONDS - t0)) s"
+if [ $drc != 0 ] || [ $prc != 0 ]; then
+	SHOW_LINES=40 show "$W/decode.out" "$W/prefill.out" "$W/decode.log" "$W/prefill.log"
+	fail "decode exit $drc, prefill exit $prc"
+fi
+n=0
+for s in ${SHAPES//,/ }; do
+	grep -q "^sglang-real: shape=$s role=decode PASS" "$W/decode.out" || fail "shape $s: no decode PASS"
+	n=$((n + 1))
+done
+pass "$n shapes with SGLang's own queues: $(grep -h '^sglang-real: shape=.* role=decode PASS' "$W/decode.out" |
+	sed 's/^sglang-real: //' | tr '\n' ';')"
