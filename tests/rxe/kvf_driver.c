@@ -35,11 +35,13 @@
  *   peer's absence, for the reconnect scenario).
  * "driver: conns connects=N backoffs=N held_max=N live=N": the engine's
  *   connection counters at the end (kvf_stats), and the most connections
- *   holding their buffers at once, sampled at each terminal room.
+ *   holding their buffers at once, sampled at each terminal room; then
+ *   "driver: keepalives sent=N acked=N late=N" (the poller's HEARTBEATs).
  * --stall-ms N --stall-after K: once K rooms are terminal, stop calling the
  *   engine for N ms (a scheduler blocked in CUDA graph capture, a long
  *   prefill batch, a GC pause), once; "driver: stall begin/end" lines say
- *   when. --timeout does not count the stall.
+ *   when, the second with the keepalives the poller sent meanwhile.
+ *   --timeout does not count the stall.
  * --linger S: after the summary, keep the engine progressing S more seconds
  * (its /metrics and /rooms stay up for the scenario to read).
  * --ready-file: written once the pool is registered and the first window of
@@ -513,6 +515,8 @@ static void conns_line(const struct run *R)
 	printf("driver: conns connects=%" PRIu64 " backoffs=%" PRIu64 " held_max=%" PRIu64
 	       " live=%" PRIu64 "\n", R->cs.connects, R->cs.connect_backoffs, R->held_max,
 	       R->cs.conns_live);
+	printf("driver: keepalives sent=%" PRIu64 " acked=%" PRIu64 " late=%" PRIu64 "\n",
+	       R->cs.keepalives_sent, R->cs.keepalives_acked, R->cs.keepalives_late);
 }
 
 static void poll_room(struct run *R, uint32_t i)
@@ -589,11 +593,13 @@ static void maybe_stall(struct run *R)
 {
 	struct opts *o = R->o;
 	double t0 = kvt_mono(), until = t0 + o->stall_ms / 1000;
+	struct kvf_stats a = KVF_STATS_INIT, b = KVF_STATS_INIT;
 	struct timespec left;
 
 	if (o->stall_ms <= 0 || R->stalled || R->terminal < o->stall_after)
 		return;
 	R->stalled = true;
+	kvf_stats(R->eng, &a); /* a read, not progress: nothing moves */
 	printf("driver: stall begin t=%.6f terminal=%u created=%u ms=%.0f\n", t0, R->terminal,
 	       R->next, o->stall_ms);
 	for (double now = t0; now < until; now = kvt_mono()) {
@@ -601,7 +607,12 @@ static void maybe_stall(struct run *R)
 		left.tv_nsec = (long)((until - now - (double)left.tv_sec) * 1e9);
 		nanosleep(&left, NULL); /* again if a signal cut it short */
 	}
-	printf("driver: stall end t=%.6f ms=%.0f\n", kvt_mono(), (kvt_mono() - t0) * 1000);
+	kvf_stats(R->eng, &b);
+	/* What the poller did while the scheduler was away */
+	printf("driver: stall end t=%.6f ms=%.0f keepalives_sent=%" PRIu64 " keepalives_acked=%"
+	       PRIu64 " keepalives_late=%" PRIu64 "\n", kvt_mono(), (kvt_mono() - t0) * 1000,
+	       b.keepalives_sent - a.keepalives_sent, b.keepalives_acked - a.keepalives_acked,
+	       b.keepalives_late - a.keepalives_late);
 }
 
 /* 0 all done, 1 stopped, 2 timed out, -1 a room could not be created. */
