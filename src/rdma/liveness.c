@@ -92,7 +92,9 @@ int kvf_live_why(char *buf, size_t len, const struct kvf_liveness *l, uint64_t s
 
 	if (!l->ka_acked || n < 0 || (size_t)n >= len)
 		return n;
-	return n + snprintf(buf + n, len - (size_t)n, "; its NIC acknowledged %u of our "
-			    "heartbeats meanwhile: its host and the link are up, its process "
-			    "is not (stopped or hung)", l->ka_acked);
+	/* Short enough to fit a room's failure detail (192 bytes) whole,
+	 * after "connection N to the peer is gone (...)". */
+	return n + snprintf(buf + n, len - (size_t)n, "; its NIC ACKed %u of our heartbeats "
+			    "meanwhile: host and link up, process not (stopped or hung)",
+			    l->ka_acked);
 }

@@ -81,7 +81,8 @@ void kvf_live_ka_done(struct kvf_liveness *l, bool acked, uint64_t now);
 /* The loss in words, for the log and every room's failure: "nothing heard
  * for N ms (M heartbeats of I ms)", and when the peer's NIC kept
  * acknowledging our keepalives, that its host and link are up and its
- * process is not. Returns snprintf's count. */
+ * process is not. Short enough for a room's failure detail. Returns
+ * snprintf's count. */
 int kvf_live_why(char *buf, size_t len, const struct kvf_liveness *l, uint64_t silence_ns,
 		 uint32_t misses, uint32_t interval_ms);
 
