@@ -357,6 +357,9 @@ static void transport_counts(const kvf_engine *eng, struct kvf_stats *st)
 	st->connect_backoffs = ts.connect_backoffs;
 	st->conns_live = ts.conns_live;
 	st->conns_held = ts.conns_held;
+	st->keepalives_sent = ts.keepalives_sent;
+	st->keepalives_acked = ts.keepalives_acked;
+	st->keepalives_late = ts.keepalives_late;
 }
 
 int kvf_stats(const kvf_engine *eng, struct kvf_stats *out)

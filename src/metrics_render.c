@@ -255,6 +255,12 @@ static void transport_counters(const struct kvf_snap *s, struct kvf_buf *b)
 	counter(b, "kvferry_connects_total", "Peer connections started.", s->tst.connects);
 	counter(b, "kvferry_connect_backoffs_total", "Rooms failed at once because their peer "
 		"was in connect backoff (rdma.reconnect_backoff_ms).", s->tst.connect_backoffs);
+	counter(b, "kvferry_keepalives_acked_total", "HEARTBEATs of the poller thread that "
+		"completed: the peer's NIC acknowledged them (its host and the link, not its "
+		"process).", s->tst.keepalives_acked);
+	counter(b, "kvferry_keepalives_late_total", "HEARTBEATs due while the last one was "
+		"still in flight: not sent (the peer or the path is not taking them).",
+		s->tst.keepalives_late);
 	counter(b, "kvferry_staged_bytes_total", "Bytes copied into host staging slots "
 		"(regions the NIC could not register).", s->tst.staged_bytes);
 	counter(b, "kvferry_staged_chunks_total", "Chunks sent through staging slots.",

@@ -95,6 +95,10 @@ struct kvf_transport_stats {
 	                           hold their buffers until drained) */
 	uint64_t connects;      /* peer connections started */
 	uint64_t connect_backoffs; /* ROOM_INFOs refused: the peer was in backoff */
+	/* The poller's keepalives (src/rdma/keepalive.h), also in frames_tx: */
+	uint64_t keepalives_sent;   /* HEARTBEATs posted */
+	uint64_t keepalives_acked;  /* ... completed: the peer's NIC acknowledged */
+	uint64_t keepalives_late;   /* due while the last was in flight: not sent */
 	/* Staging through host memory (src/rdma/stage.h): */
 	uint64_t staged_bytes;      /* bytes copied into staging slots */
 	uint64_t staged_chunks;     /* chunks that got slots */

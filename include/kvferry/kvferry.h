@@ -208,6 +208,16 @@ struct kvf_stats {
 	uint64_t connect_backoffs;
 	uint64_t conns_live;
 	uint64_t conns_held;
+	/* Liveness (docs/design.md "Liveness"): HEARTBEATs the transport's
+	 * poller thread posted (one per connection per heartbeat.interval_ms,
+	 * whether or not kvf_progress() is called; not in doorbells), those
+	 * that completed (the peer's NIC acknowledged them: that proves its
+	 * host and the link, not its process), and those due while the last
+	 * one was still in flight (not sent: the peer or the path is not
+	 * taking them). */
+	uint64_t keepalives_sent;
+	uint64_t keepalives_acked;
+	uint64_t keepalives_late;
 };
 #define KVF_STATS_INIT { .size = sizeof(struct kvf_stats) }
 

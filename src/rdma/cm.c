@@ -113,8 +113,10 @@ static int create_qp(struct kvf_conn *c)
 		.send_cq = c->cq,
 		.recv_cq = c->cq,
 		.cap = {
-			/* One entry more each way: the drain markers of teardown. */
-			.max_send_wr = cfg->sq_depth + 1,
+			/* One entry more each way: the drain markers of teardown;
+			 * and one more to send: the poller's keepalive
+			 * (keepalive.h), outside the scheduler's credits. */
+			.max_send_wr = cfg->sq_depth + 2,
 			.max_recv_wr = cfg->rq_depth + 1,
 			.max_send_sge = c->t->max_sge,
 			.max_recv_sge = 1,
@@ -127,7 +129,7 @@ static int create_qp(struct kvf_conn *c)
 	if (!c->qp) {
 		rc = -(errno ? errno : ENOMEM);
 		kvf_err("conn", "connection %u: ibv_create_qp(sq %u, rq %u, sge %u): %s",
-			c->id, cfg->sq_depth + 1, cfg->rq_depth + 1, c->t->max_sge,
+			c->id, cfg->sq_depth + 2, cfg->rq_depth + 1, c->t->max_sge,
 			strerror(-rc));
 		return rc;
 	}

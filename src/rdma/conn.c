@@ -206,7 +206,9 @@ int kvf_conn_new(struct kvf_rdma *t, bool active, const char *peer, uint32_t gro
 		 struct kvf_conn **out)
 {
 	struct kvf_conn *c = calloc(1, sizeof(*c));
-	int cqe = (int)(t->cfg.sq_depth + t->cfg.rq_depth + 2);
+	/* Every send and receive the QP can hold (cm.c: sq_depth + 2, the drain
+	 * marker and a keepalive; rq_depth + 1, the drain marker). */
+	int cqe = (int)(t->cfg.sq_depth + t->cfg.rq_depth + 3);
 	int rc;
 
 	if (!c)
@@ -218,7 +220,6 @@ int kvf_conn_new(struct kvf_rdma *t, bool active, const char *peer, uint32_t gro
 	atomic_init(&c->refs, 3); /* the caller's, the table's, the scheduler's */
 	atomic_init(&c->state, KVF_CONN_NEW);
 	c->created_ns = kvf_monotonic_ns();
-	atomic_init(&c->last_heard_ns, c->created_ns);
 	rc = alloc_buffers(c);
 	if (rc)
 		goto fail;
@@ -500,19 +501,21 @@ void kvf_conn_destroy(struct kvf_conn *c)
 
 void kvf_conn_set_established(struct kvf_conn *c, const char *how)
 {
-	bool now = false;
+	uint64_t now = kvf_monotonic_ns();
 
-	atomic_store(&c->last_heard_ns, kvf_monotonic_ns());
 	/* The poller is the only writer of state: no lock. */
-	if (atomic_load(&c->state) < KVF_CONN_ESTABLISHED) {
-		/* Release pairs with the load-acquire of state in conn_flush
-		 * (ops.c): peer_frame_max and the QP in RTS are seen with it. */
-		atomic_store_explicit(&c->state, KVF_CONN_ESTABLISHED, memory_order_release);
-		c->was_established = true;
-		now = true;
-	}
-	if (!now)
+	if (atomic_load(&c->state) >= KVF_CONN_ESTABLISHED) {
+		kvf_live_heard(&c->live, &c->t->watch, now); /* a later sign of it */
 		return;
+	}
+	/* Once: a keepalive may be in flight after this, and the one SQ entry
+	 * it has must not be given twice. */
+	kvf_live_start(&c->live, &c->t->watch,
+		       (uint64_t)c->t->cfg.heartbeat_interval_ms * 1000000ull, now);
+	/* Release pairs with the load-acquire of state in conn_flush (ops.c):
+	 * peer_frame_max and the QP in RTS are seen with it. */
+	atomic_store_explicit(&c->state, KVF_CONN_ESTABLISHED, memory_order_release);
+	c->was_established = true;
 	kvf_info("conn", "connection %u %s %s established (qp 0x%x%s%s)", c->id,
 		 c->active ? "to" : "from", c->peer, c->qp_num, how ? ", " : "", how ? how : "");
 	kvf_rdma_wake(c->t); /* nothing waits on it, but keeps the loop prompt */

@@ -13,7 +13,7 @@
  *   every accepted QP as a connection of its own: a room's writes (and the
  *   final WRITE_WITH_IMM after them, RC-ordered), its ABORT and ABORT_ACK go
  *   back on the QP its ROOM_INFO came on.
- * - HELLO and heartbeats on every QP: each is checked for liveness.
+ * - HELLO and keepalives on every QP: each is checked for liveness.
  * - Losing any QP loses the peer connection: kvf_conn_teardown moves every
  *   QP of the group to error, then pushes KVF_EV_PEER_LOST for the group id,
  *   once. The prefill hears every QP disconnect and loses each.
@@ -48,7 +48,10 @@
  * Plain (seq_cst) atomics that publish nothing else: teardown_req (a
  * reason code; its store publishes teardown_why), state's other reads (a
  * snapshot: a post racing the move to DEAD lands on a QP in error and
- * flushes), last_heard_ns (a timestamp; the poller writes and reads it). */
+ * flushes).
+ * Liveness (live, liveness.h) is the poller's alone: it stamps what it
+ * hears, judges the silence, and posts the keepalives (keepalive.h) on the
+ * QP the scheduler posts to, through the provider's send-queue lock. */
 #ifndef KVF_CONN_H
 #define KVF_CONN_H
 
@@ -138,7 +141,7 @@ struct kvf_conn {
 	uint64_t created_ns, dead_ns;
 	uint16_t lost_reason;          /* enum kvf_fail_reason pushed with PEER_LOST */
 	_Atomic(struct kvf_peer_pool *) peer_pool; /* set once (release/acquire pair) */
-	atomic_uint_fast64_t last_heard_ns;
+	struct kvf_liveness live;      /* poller: heard, and our keepalive (liveness.h) */
 	uint32_t peer_frame_max;       /* set before ESTABLISHED is published */
 	uint8_t peer_mtu;              /* enum ibv_mtu the peer asked for / set, 0 none */
 	uint8_t mtu;                   /* enum ibv_mtu our QP uses (RTR) */
@@ -163,7 +166,7 @@ struct kvf_conn {
 	uint32_t *tx_free;
 	uint32_t tx_nfree;
 	struct kvf_sendq sq;           /* writes, credits; posts through post_send */
-	struct kvf_frameq fq;          /* control frames waiting, heartbeat owed */
+	struct kvf_frameq fq;          /* control frames waiting */
 	bool hello_sent;
 	bool shapes_checked;           /* the peer's regions matched against ours */
 	uint64_t shapes_bad_ns;        /* when they were found to differ: torn down
@@ -173,7 +176,6 @@ struct kvf_conn {
 	                                  writes go (geom_map.c), made on first use */
 	uint64_t hello_seq;            /* kvf_rdma.region_seq when our HELLO went:
 	                                  the regions the peer knows */
-	uint64_t last_hb_ns;
 
 	/* The scheduler's own structures (sched.c), scheduler only. */
 	struct kvf_conn *s_hnext;      /* by id */

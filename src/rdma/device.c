@@ -16,6 +16,7 @@
 
 #include "conn.h"
 #include "fault.h"
+#include "keepalive.h"
 #include "log.h"
 #include "poller.h"
 #include "pool.h"
@@ -83,6 +84,7 @@ void kvf_rdma_close(void *tp)
 	for (uint32_t i = 0; i < KVF_MAX_REGIONS; i++)
 		kvf_pool_destroy(t->regions[i]);
 	kvf_staging_destroy(t); /* its MR before the PD */
+	kvf_keepalive_fini(t);  /* every QP that sent from it is gone */
 	if (t->cch)
 		ibv_destroy_comp_channel(t->cch);
 	if (t->pd)
@@ -347,6 +349,8 @@ int kvf_rdma_create(const struct kvf_config *cfg, struct kvf_ring *ring,
 	pthread_mutex_init(&t->lock, NULL);
 	rc = KVF_FAULT_SETUP(); /* test builds: KVF_FAULT, refused when it does not parse */
 	if (!rc)
+		rc = kvf_verbs_check_threads(); /* before any provider reads it */
+	if (!rc)
 		rc = check_cfg(t);
 	if (rc)
 		goto fail;
@@ -365,6 +369,8 @@ int kvf_rdma_create(const struct kvf_config *cfg, struct kvf_ring *ring,
 		rc = check_port_attrs(t);
 	if (!rc)
 		rc = open_verbs(t);
+	if (!rc)
+		rc = kvf_keepalive_setup(t);
 	if (rc)
 		goto fail;
 	make_cm_priv(t);

@@ -26,15 +26,6 @@ int kvf_frameq_push(struct kvf_frameq *q, struct kvf_pframe *f)
 	return 0;
 }
 
-bool kvf_frameq_hb_next(const struct kvf_frameq *q)
-{
-	/* A sequence with frames posted and frames left: the heartbeat waits
-	 * for its last frame (nothing between them, docs/wire.md). */
-	bool mid_sequence = q->head && !q->head->len && q->head->sent;
-
-	return q->hb_owed && !mid_sequence;
-}
-
 void kvf_frameq_pop(struct kvf_frameq *q)
 {
 	struct kvf_pframe *f = q->head;

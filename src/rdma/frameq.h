@@ -1,18 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* One connection's control frames waiting for a send buffer and a credit,
  * as the scheduler thread keeps them: HELLO aside (sent first, by ops.c),
- * ROOM_INFO sequences, ABORT, ABORT_ACK, and the heartbeat.
+ * ROOM_INFO sequences, ABORT, ABORT_ACK. Heartbeats never wait here: the
+ * poller posts them on the QP itself (keepalive.h), so no backlog of
+ * frames, and no scheduler away from kvf_progress(), can hold one back.
  *
- * Two bounds on what a peer can make us hold:
- * - At most `max` frames wait. Every frame waiting is owed for a room or an
- *   early entry of ours, so more than the caller's bound (ops.c: twice the
- *   room table plus the early table) can only be a peer that stopped
- *   draining its receive queue while making us reply: the push is refused
- *   and the caller tears the connection down with that reason.
- * - The heartbeat never waits behind them: it is a flag, not a queued
- *   frame (one owed at most, however long the backlog), and it goes ahead
- *   of every waiting frame, except into the middle of a ROOM_INFO sequence
- *   that has begun (docs/wire.md: nothing between its frames).
+ * A bound on what a peer can make us hold: at most `max` frames wait. Every
+ * frame waiting is owed for a room or an early entry of ours, so more than
+ * the caller's bound (ops.c: twice the room table plus the early table) can
+ * only be a peer that stopped draining its receive queue while making us
+ * reply: the push is refused and the caller tears the connection down with
+ * that reason.
  *
  * Scheduler thread only; no device: tests/unit/test_frameq.c. */
 #ifndef KVF_FRAMEQ_H
@@ -40,7 +38,6 @@ struct kvf_frameq {
 	struct kvf_pframe *head, **tail;
 	uint32_t n;                /* frames waiting */
 	uint32_t max;              /* refuse a push beyond this many */
-	bool hb_owed;              /* a heartbeat is due: goes ahead of head */
 };
 
 /* An empty queue that holds at most max frames (max >= 1). */
@@ -52,16 +49,8 @@ void kvf_frameq_fini(struct kvf_frameq *q);
  * already (f is not queued; the caller still owns it). */
 int kvf_frameq_push(struct kvf_frameq *q, struct kvf_pframe *f);
 
-/* A heartbeat is due. Idempotent: one heartbeat at most is owed. */
-static inline void kvf_frameq_heartbeat(struct kvf_frameq *q) { q->hb_owed = true; }
-
-/* Whether the next thing to post is the owed heartbeat (true), or the head
- * frame (false; NULL when none waits). */
-bool kvf_frameq_hb_next(const struct kvf_frameq *q);
+/* The next frame to post, NULL when none waits. */
 static inline struct kvf_pframe *kvf_frameq_head(const struct kvf_frameq *q) { return q->head; }
-
-/* The heartbeat was posted. */
-static inline void kvf_frameq_hb_sent(struct kvf_frameq *q) { q->hb_owed = false; }
 /* The head frame was posted whole (or dropped): unlink and free it. */
 void kvf_frameq_pop(struct kvf_frameq *q);
 

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The transport ops (transport.h), on the scheduler thread: control frames
  * waiting for a send buffer (HELLO first, ROOM_INFO sequences, ABORT,
- * ABORT_ACK, heartbeats), a room's writes handed to the connection's send
- * queue (sendq.h), completions giving credits and buffers back, and
- * connecting to a peer on first use. */
+ * ABORT_ACK), a room's writes handed to the connection's send queue
+ * (sendq.h), completions giving credits and buffers back, and connecting to
+ * a peer on first use. Heartbeats are not the scheduler's: the poller sends
+ * them (keepalive.h), so a scheduler away from kvf_progress() is not a
+ * peer lost. */
 #include "rdma_internal.h"
 
 #include <errno.h>
@@ -138,19 +140,6 @@ static int send_room_info_part(struct kvf_conn *c, struct kvf_pframe *f)
 	return rc;
 }
 
-static int send_heartbeat(struct kvf_conn *c)
-{
-	uint32_t i = c->tx_free[c->tx_nfree - 1];
-	uint8_t *buf = c->tx_buf + (size_t)i * c->t->frame_max;
-	int rc;
-
-	kvf_proto_encode_heartbeat(buf, KVF_PROTO_HDR_LEN);
-	rc = post_frame(c, buf, KVF_PROTO_HDR_LEN);
-	if (!rc)
-		kvf_frameq_hb_sent(&c->fq);
-	return rc;
-}
-
 /* The head frame: a ROOM_INFO sequence's next part, or a fixed frame.
  * *done when it left the queue's head for good. */
 static int send_head(struct kvf_conn *c, struct kvf_pframe *f, bool *done)
@@ -192,15 +181,11 @@ static int send_frames(struct kvf_conn *c)
 		struct kvf_pframe *f = kvf_frameq_head(&c->fq);
 		bool done;
 
-		if (kvf_frameq_hb_next(&c->fq)) {
-			rc = send_heartbeat(c);
-		} else if (f) {
-			rc = send_head(c, f, &done);
-			if (done)
-				kvf_frameq_pop(&c->fq);
-		} else {
+		if (!f)
 			break;
-		}
+		rc = send_head(c, f, &done);
+		if (done)
+			kvf_frameq_pop(&c->fq);
 		if (rc)
 			return rc;
 	}
@@ -277,7 +262,7 @@ static void conn_flush(struct kvf_conn *c)
 static void conn_kick(struct kvf_conn *c)
 {
 	conn_flush(c);
-	kvf_sched_pending(c->t, c, !c->hello_sent || kvf_frameq_head(&c->fq) || c->fq.hb_owed ||
+	kvf_sched_pending(c->t, c, !c->hello_sent || kvf_frameq_head(&c->fq) ||
 				   kvf_sendq_waiting(&c->sq) ||
 				   (c->shapes_bad_ns && !atomic_load(&c->teardown_req)));
 }
@@ -615,34 +600,29 @@ static bool op_on_wc(void *tp, const struct kvf_event *ev)
 	return kind == KVF_WR_DATA;
 }
 
-/* Every connection established: a heartbeat owed when its interval has
- * passed. A walk of the connections held, every eighth of the interval
- * (a heartbeat is late by that much at most). */
-static void heartbeats(struct kvf_rdma *t, uint64_t now)
+/* Every connection established, every eighth of the heartbeat interval: a
+ * peer HELLO that came with nothing else to post is checked against our
+ * regions (check_shapes) within that, and a mismatch's teardown waits on
+ * the pending list. No heartbeat is sent from here (keepalive.h). */
+static void walk_conns(struct kvf_rdma *t, uint64_t now)
 {
 	uint64_t hb = (uint64_t)t->cfg.heartbeat_interval_ms * 1000000ull;
 
-	if (!hb || now - t->last_hb_walk_ns < hb / 8)
+	if (!hb || now - t->last_walk_ns < hb / 8)
 		return;
-	t->last_hb_walk_ns = now;
+	t->last_walk_ns = now;
 	for (struct kvf_conn *c = t->s.all; c; c = c->s_next) {
 		if (atomic_load(&c->state) != KVF_CONN_ESTABLISHED)
 			continue;
 		check_shapes(c);
-		if (c->shapes_bad_ns) { /* its teardown waits on the pending list */
+		if (c->shapes_bad_ns)
 			conn_kick(c);
-			continue;
-		}
-		if (now - c->last_hb_ns < hb)
-			continue;
-		kvf_frameq_heartbeat(&c->fq);
-		c->last_hb_ns = now;
-		conn_kick(c);
 	}
 }
 
-/* Connections gone and new ones, heartbeats, and the connections with
- * work waiting (pending list): no lock, no scan of the table. */
+/* Connections gone and new ones, the walk of the established ones, and
+ * the connections with work waiting (pending list): no lock, no scan of
+ * the table. */
 static int op_progress(void *tp, uint64_t now_ns)
 {
 	struct kvf_rdma *t = tp;
@@ -654,7 +634,7 @@ static int op_progress(void *tp, uint64_t now_ns)
 	t->last_scan_ns = now;
 	kvf_sched_collect(t);
 	kvf_staging_progress(t, conn_kick, request_teardown);
-	heartbeats(t, now);
+	walk_conns(t, now);
 	for (struct kvf_conn *c = t->s.pending; c; c = next) {
 		next = c->s_pnext; /* conn_kick may take c off the list */
 		conn_kick(c);
@@ -664,7 +644,7 @@ static int op_progress(void *tp, uint64_t now_ns)
 
 /* How long the scheduler may sleep (kvf_engine_wait): until the next scan
  * while anything waits on one (frames or writes queued, staging under way,
- * connections the poller handed over), else until the next heartbeat walk.
+ * connections the poller handed over), else until the next walk.
  * The poller publishes those stacks before kvf_ring_wake (sched.c), and the
  * engine calls this after arming its sleep, so a handoff is never missed. */
 static uint64_t op_wait_ns(void *tp, uint64_t max_ns)
@@ -678,7 +658,7 @@ static uint64_t op_wait_ns(void *tp, uint64_t max_ns)
 	    atomic_load_explicit(&t->dead, memory_order_relaxed))
 		next = t->last_scan_ns + PROGRESS_EVERY_NS;
 	else if (hb)
-		next = t->last_hb_walk_ns + hb / 8;
+		next = t->last_walk_ns + hb / 8;
 	else
 		return max_ns;
 	now = next > now ? next - now : 0;
@@ -697,6 +677,11 @@ static int op_stats(void *tp, struct kvf_transport_stats *out)
 		out->frames_tx[i] = t->st_frames_tx[i];
 		out->frames_rx[i] = atomic_load_explicit(&t->st_frames_rx[i], memory_order_relaxed);
 	}
+	/* The poller's keepalives are the HEARTBEATs sent. */
+	out->keepalives_sent = atomic_load_explicit(&t->st_ka_sent, memory_order_relaxed);
+	out->keepalives_acked = atomic_load_explicit(&t->st_ka_acked, memory_order_relaxed);
+	out->keepalives_late = atomic_load_explicit(&t->st_ka_late, memory_order_relaxed);
+	out->frames_tx[KVF_FR_HEARTBEAT] += out->keepalives_sent;
 	out->bytes_posted = t->st_bytes;
 	out->wrs_posted = t->st_wrs;
 	out->completions = atomic_load_explicit(&t->st_completions, memory_order_relaxed);

@@ -16,6 +16,8 @@
 #include "conn.h"
 #include "fault.h"
 #include "frame_events.h"
+#include "keepalive.h"
+#include "liveness.h"
 #include "log.h"
 #include "names.h"
 #include "verbs.h"
@@ -137,7 +139,9 @@ static void on_recv(struct poller *p, struct kvf_conn *c, const struct ibv_wc *w
 		kvf_conn_teardown(c, KVF_FAIL_PEER_LOST, why);
 		return;
 	}
-	atomic_store_explicit(&c->last_heard_ns, kvf_monotonic_ns(), memory_order_relaxed);
+	/* Heard: a SEND of the peer's (a frame, a write's immediate) reached
+	 * us. Its process posted it; an ACK of ours would prove only its NIC. */
+	kvf_live_heard(&c->live, &p->t->watch, kvf_monotonic_ns());
 	/* Before the frame becomes an event: a ROOM_INFO pushed while we are
 	 * still CONNECTING would have its writes refused (-ENOTCONN) and the
 	 * room failed as peer lost. Our QP is in RTS since the accept. */
@@ -183,6 +187,9 @@ static void on_send(struct poller *p, struct kvf_conn *c, const struct ibv_wc *w
 		c->sq_drained = true;
 		return;
 	}
+	/* Ours, not the scheduler's: its credits and buffers never see it. */
+	if (kvf_keepalive_on_wc(c, wc, kvf_monotonic_ns()))
+		return;
 	kvf_rdma_push(p->t, &ev);
 	if (KVF_FAULT_SEND_WC(c))
 		return; /* test builds: its QP was moved to error; the flush tears it down */
@@ -439,12 +446,21 @@ static uint64_t age_ns(uint64_t now, uint64_t then)
 	return now > then ? now - then : 0;
 }
 
+static void lost(struct kvf_rdma *t, struct kvf_conn *c, uint64_t now)
+{
+	const struct kvf_config *cfg = &t->cfg;
+	char why[320];
+
+	kvf_live_why(why, sizeof(why), &c->live, kvf_live_silence(&c->live, &t->watch, now),
+		     cfg->heartbeat_misses, cfg->heartbeat_interval_ms);
+	kvf_conn_teardown(c, KVF_FAIL_PEER_LOST, why);
+}
+
 static void check_conn(struct kvf_rdma *t, struct kvf_conn *c, uint64_t now)
 {
 	const struct kvf_config *cfg = &t->cfg;
 	int st = atomic_load(&c->state);
 	int req = atomic_load(&c->teardown_req);
-	uint64_t heard = atomic_load_explicit(&c->last_heard_ns, memory_order_relaxed);
 	uint64_t limit = (uint64_t)cfg->heartbeat_misses * cfg->heartbeat_interval_ms * 1000000ull;
 	char why[160];
 
@@ -456,10 +472,8 @@ static void check_conn(struct kvf_rdma *t, struct kvf_conn *c, uint64_t now)
 	} else if (c->peer_left_ns && st < KVF_CONN_DEAD) {
 		if (age_ns(now, c->peer_left_ns) >= KVF_DISCONNECT_GRACE_MS * 1000000ull)
 			kvf_conn_teardown(c, KVF_FAIL_PEER_LOST, "peer disconnected");
-	} else if (st == KVF_CONN_ESTABLISHED && limit && age_ns(now, heard) > limit) {
-		snprintf(why, sizeof(why), "nothing heard for %" PRIu64 " ms (%u heartbeats of %u ms)",
-			 age_ns(now, heard) / 1000000, cfg->heartbeat_misses, cfg->heartbeat_interval_ms);
-		kvf_conn_teardown(c, KVF_FAIL_PEER_LOST, why);
+	} else if (st == KVF_CONN_ESTABLISHED && kvf_live_lost(&c->live, &t->watch, limit, now)) {
+		lost(t, c, now);
 	} else if (st < KVF_CONN_ESTABLISHED && cfg->connect_timeout_ms &&
 		   age_ns(now, c->created_ns) > cfg->connect_timeout_ms * 1000000ull) {
 		snprintf(why, sizeof(why), "not connected after %u ms (rdma.connect_timeout_ms)",
@@ -495,12 +509,17 @@ static bool drained(struct kvf_conn *c, uint64_t now)
 	return false;
 }
 
+/* Each connection: its liveness (the peer's silence, our keepalive), its
+ * teardown and destruction. The watch first: a late round is the poller's
+ * absence, not the peers' silence (liveness.h). */
 static void housekeeping(struct kvf_rdma *t, uint64_t now)
 {
+	kvf_watch_round(&t->watch, now);
 	for (uint32_t i = 0; i < t->np;) {
 		struct kvf_conn *c = t->plist[i];
 
 		check_conn(t, c, now);
+		kvf_keepalive_tick(c, now);
 		if (!drained(c, now)) {
 			i++;
 			continue;
@@ -553,11 +572,26 @@ static void sleep_until_work(struct poller *p, int timeout_ms)
 	handle_fds(p, timeout_ms);
 }
 
+/* The longest nap: a quarter of the heartbeat interval (so a keepalive is
+ * late by that much at most), capped. */
 static int sleep_ms(const struct kvf_config *cfg)
 {
 	int ms = cfg->heartbeat_interval_ms ? (int)cfg->heartbeat_interval_ms / 4 : SLEEP_MAX_MS;
 
 	return ms < 1 ? 1 : ms > SLEEP_MAX_MS ? SLEEP_MAX_MS : ms;
+}
+
+/* The longest gap between housekeeping rounds of a poller that is there:
+ * twice its longest nap, or half a heartbeat interval if more. A gap past
+ * it is the poller's absence (liveness.h), so jitter of a loaded host does
+ * not lengthen the time a lost peer takes to be found, while a loop held
+ * up for seconds (a full ring) does not make a live one look lost. */
+static uint64_t expect_ns(const struct kvf_config *cfg)
+{
+	uint64_t nap = 2ull * (uint64_t)sleep_ms(cfg) * 1000000ull;
+	uint64_t half = (uint64_t)cfg->heartbeat_interval_ms * 500000ull;
+
+	return nap > half ? nap : half;
 }
 
 void *kvf_poller_main(void *arg)
@@ -574,6 +608,7 @@ void *kvf_poller_main(void *arg)
 				      KVF_PROTO_HELLO_BUF_LEN);
 	p.wcs = t->wcs;
 	idle_since = kvf_monotonic_ns();
+	kvf_watch_init(&t->watch, expect_ns(&t->cfg), idle_since);
 	/* Acquire pairs with the store-release of stop in kvf_rdma_close. */
 	while (!atomic_load_explicit(&t->stop, memory_order_acquire)) {
 		int busy = poll_all(&p) + release_held(&p);

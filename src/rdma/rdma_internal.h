@@ -21,6 +21,7 @@
 
 #include "backoff.h"
 #include "config.h"
+#include "liveness.h"
 #include "rdma.h"
 #include "ring.h"
 #include "transport.h"
@@ -57,6 +58,9 @@ struct kvf_rdma {
 	uint8_t want_mtu;             /* enum ibv_mtu of rdma.mtu, 0 = not set */
 	uint8_t active_mtu;           /* the port's active MTU (enum ibv_mtu) */
 	uint8_t token_hash[16];
+	uint8_t *ka_frame;            /* the keepalives' HEARTBEAT (keepalive.h):
+	                                 written once at create, read by the NIC */
+	struct ibv_mr *ka_mr;
 
 	pthread_t poller;
 	bool poller_started;
@@ -87,7 +91,7 @@ struct kvf_rdma {
 	uint32_t nregions;
 	uint64_t region_seq;          /* registrations so far: a region's seq */
 	uint64_t last_scan_ns;
-	uint64_t last_hb_walk_ns;
+	uint64_t last_walk_ns;        /* the walk of every connection (ops.c) */
 	struct kvf_backoff backoff;   /* connect backoff per peer (backoff.h) */
 	struct kvf_sched_conns {
 		struct kvf_conn *by_id[KVF_MAX_CONNS]; /* chained through s_hnext */
@@ -109,8 +113,13 @@ struct kvf_rdma {
 	_Atomic uint64_t st_frames_rx[KVF_FRAME_TYPES];
 	_Atomic uint64_t st_completions;
 	_Atomic uint64_t st_poller_sleeps; /* the poller slept on its fds */
+	_Atomic uint64_t st_ka_sent;  /* keepalives posted (keepalive.c) */
+	_Atomic uint64_t st_ka_acked; /* ... and completed: the peer's NIC ACKed */
+	_Atomic uint64_t st_ka_late;  /* due while the last was in flight: not sent */
 
-	/* Poller-thread only: connections it polls (have a CQ). */
+	/* Poller-thread only: connections it polls (have a CQ), and its own
+	 * presence (liveness.h: its absences are not the peers' silence). */
+	struct kvf_watch watch;
 	struct kvf_conn **plist;
 	uint32_t np;
 	struct ibv_wc *wcs;           /* rdma.poll_batch of them, allocated at create */

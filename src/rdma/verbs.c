@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "log.h"
@@ -191,5 +192,23 @@ int kvf_verbs_nonblock(int fd)
 
 	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
 		return -errno;
+	return 0;
+}
+
+int kvf_verbs_check_threads(void)
+{
+	static const char *const vars[] = {"MLX5_SINGLE_THREADED", "MLX4_SINGLE_THREADED"};
+
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+		const char *v = getenv(vars[i]);
+
+		/* The providers' own test: exactly "1" turns their locks off. */
+		if (v && !strcmp(v, "1")) {
+			kvf_err("verbs", "%s=1 tells the provider that one thread uses the device; "
+				"kvferry's poller thread posts heartbeats on the queue pairs the "
+				"scheduler posts to: unset %s", vars[i], vars[i]);
+			return -ENOTSUP;
+		}
+	}
 	return 0;
 }

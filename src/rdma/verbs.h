@@ -50,6 +50,14 @@ int kvf_verbs_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask);
 enum ibv_mtu kvf_verbs_mtu_enum(uint32_t bytes);
 uint32_t kvf_verbs_mtu_bytes(enum ibv_mtu mtu);
 
+/* Two threads post to one QP (the scheduler its writes and frames, the
+ * poller its keepalives: keepalive.h), which rdma-core's providers allow
+ * unless told the process has one thread: MLX5_SINGLE_THREADED=1 (or
+ * MLX4_SINGLE_THREADED=1) drops their locks, and mlx5 aborts the process
+ * when it sees two. Returns 0, or -ENOTSUP logged with the variable to
+ * unset. */
+int kvf_verbs_check_threads(void);
+
 /* Set O_NONBLOCK on a verbs or rdma_cm file descriptor. 0 or -errno. */
 int kvf_verbs_nonblock(int fd);
 

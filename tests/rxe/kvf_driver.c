@@ -35,7 +35,13 @@
  *   peer's absence, for the reconnect scenario).
  * "driver: conns connects=N backoffs=N held_max=N live=N": the engine's
  *   connection counters at the end (kvf_stats), and the most connections
- *   holding their buffers at once, sampled at each terminal room.
+ *   holding their buffers at once, sampled at each terminal room; then
+ *   "driver: keepalives sent=N acked=N late=N" (the poller's HEARTBEATs).
+ * --stall-ms N --stall-after K: once K rooms are terminal, stop calling the
+ *   engine for N ms (a scheduler blocked in CUDA graph capture, a long
+ *   prefill batch, a GC pause), once; "driver: stall begin/end" lines say
+ *   when, the second with the keepalives the poller sent meanwhile.
+ *   --timeout does not count the stall.
  * --linger S: after the summary, keep the engine progressing S more seconds
  * (its /metrics and /rooms stay up for the scenario to read).
  * --ready-file: written once the pool is registered and the first window of
@@ -96,6 +102,8 @@ struct opts {
 	uint32_t abort_every, kill_after, sample_every;
 	bool abort_at_create, leak_check;
 	double start_delay, deadline, clock_scale, pace_ms;
+	double stall_ms;
+	uint32_t stall_after;
 };
 
 /* What a process holds, from /proc and malloc. */
@@ -193,6 +201,7 @@ static void usage(void)
 		"  [--window W] [--timeout S] [--ready-file PATH] [--stop-on-lost S] [--linger S]\n"
 		"  [--abort-every N] [--abort-at create|wait] [--start-delay S] [--kill-after N]\n"
 		"  [--deadline S] [--clock-scale X] [--leak-check] [--sample-every N] [--pace-ms M]\n"
+		"  [--stall-ms N --stall-after K]\n"
 		"       kvf_driver --now\n");
 	exit(1);
 }
@@ -238,6 +247,8 @@ static void parse(int argc, char **argv, struct opts *o)
 		else if (!strcmp(a, "--deadline")) o->deadline = atof(v);
 		else if (!strcmp(a, "--clock-scale")) o->clock_scale = atof(v);
 		else if (!strcmp(a, "--sample-every")) o->sample_every = (uint32_t)strtoul(v, NULL, 0);
+		else if (!strcmp(a, "--stall-ms")) o->stall_ms = atof(v);
+		else if (!strcmp(a, "--stall-after")) o->stall_after = (uint32_t)strtoul(v, NULL, 0);
 		else usage();
 	}
 	if (!o->role || (!o->config && !o->nsets) || (strcmp(o->role, "prefill") && strcmp(o->role, "decode")))
@@ -297,7 +308,7 @@ struct run {
 	kvf_engine *eng;
 	struct room *rooms;
 	uint8_t **bufs;
-	bool prefill, stopping, ready;
+	bool prefill, stopping, ready, stalled;
 	struct held base;  /* --leak-check: at the first terminal room */
 	uint32_t next, lo, ok, failed, released, bad_total, stuck, terminal, aborted;
 	uint32_t last_count; /* terminal + created at the last turn */
@@ -504,6 +515,8 @@ static void conns_line(const struct run *R)
 	printf("driver: conns connects=%" PRIu64 " backoffs=%" PRIu64 " held_max=%" PRIu64
 	       " live=%" PRIu64 "\n", R->cs.connects, R->cs.connect_backoffs, R->held_max,
 	       R->cs.conns_live);
+	printf("driver: keepalives sent=%" PRIu64 " acked=%" PRIu64 " late=%" PRIu64 "\n",
+	       R->cs.keepalives_sent, R->cs.keepalives_acked, R->cs.keepalives_late);
 }
 
 static void poll_room(struct run *R, uint32_t i)
@@ -572,6 +585,36 @@ static void stop_stuck(struct run *R)
 	}
 }
 
+/* --stall-ms: the scheduler goes away once, with rooms in flight: nothing
+ * calls the engine (no progress, no poll) for that long. A sleep, not a
+ * busy loop: what matters to the engine is that its thread is elsewhere,
+ * and a 2-vCPU guest needs its CPUs for the pollers. */
+static void maybe_stall(struct run *R)
+{
+	struct opts *o = R->o;
+	double t0 = kvt_mono(), until = t0 + o->stall_ms / 1000;
+	struct kvf_stats a = KVF_STATS_INIT, b = KVF_STATS_INIT;
+	struct timespec left;
+
+	if (o->stall_ms <= 0 || R->stalled || R->terminal < o->stall_after)
+		return;
+	R->stalled = true;
+	kvf_stats(R->eng, &a); /* a read, not progress: nothing moves */
+	printf("driver: stall begin t=%.6f terminal=%u created=%u ms=%.0f\n", t0, R->terminal,
+	       R->next, o->stall_ms);
+	for (double now = t0; now < until; now = kvt_mono()) {
+		left.tv_sec = (time_t)(until - now);
+		left.tv_nsec = (long)((until - now - (double)left.tv_sec) * 1e9);
+		nanosleep(&left, NULL); /* again if a signal cut it short */
+	}
+	kvf_stats(R->eng, &b);
+	/* What the poller did while the scheduler was away */
+	printf("driver: stall end t=%.6f ms=%.0f keepalives_sent=%" PRIu64 " keepalives_acked=%"
+	       PRIu64 " keepalives_late=%" PRIu64 "\n", kvt_mono(), (kvt_mono() - t0) * 1000,
+	       b.keepalives_sent - a.keepalives_sent, b.keepalives_acked - a.keepalives_acked,
+	       b.keepalives_late - a.keepalives_late);
+}
+
 /* 0 all done, 1 stopped, 2 timed out, -1 a room could not be created. */
 static int run_rooms(struct run *R)
 {
@@ -598,13 +641,14 @@ static int run_rooms(struct run *R)
 		for (uint32_t i = R->lo; i < R->next; i++)
 			if (R->rooms[i].st != 3)
 				poll_room(R, i);
+		maybe_stall(R);
 		if (R->stopping && kvt_mono() - R->lost_at > o->stop_on_lost) {
 			stop_stuck(R);
 			return 1;
 		}
 		if (R->lo == R->next && (R->next == o->rooms || R->stopping))
 			return 0;
-		if (kvt_mono() - R->t0 > o->timeout_s + o->start_delay) {
+		if (kvt_mono() - R->t0 > o->timeout_s + o->start_delay + o->stall_ms / 1000) {
 			printf("driver: TIMEOUT after %.0f s; live rooms:\n", o->timeout_s);
 			fflush(stdout);
 			kvf_dump(R->eng, stdout);
@@ -689,7 +733,8 @@ int main(int argc, char **argv)
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	parse(argc, argv, &o);
-	alarm((unsigned)(o.timeout_s + o.start_delay) + 60); /* never hang the suite */
+	/* never hang the suite */
+	alarm((unsigned)(o.timeout_s + o.start_delay + o.stall_ms / 1000) + 60);
 	R.prefill = !strcmp(o.role, "prefill");
 	R.rooms = calloc(o.rooms, sizeof(*R.rooms));
 	bs = calloc(o.nbufs, sizeof(*bs));

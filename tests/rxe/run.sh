@@ -159,6 +159,9 @@ TESTS=(
 	"kvf_kill_decode|120|\$repo/tests/rxe/scenarios/kill.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 decode KILL"
 	"kvf_kill_prefill|120|\$repo/tests/rxe/scenarios/kill.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 prefill KILL"
 	"kvf_stop_prefill_heartbeat|120|\$repo/tests/rxe/scenarios/kill.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 prefill STOP"
+	# issue 22: a scheduler away 3 x the detection time is not a lost peer
+	"kvf_stall_prefill|240|\$repo/tests/rxe/scenarios/stall.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 prefill 100"
+	"kvf_stall_decode|240|\$repo/tests/rxe/scenarios/stall.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 decode 100"
 	"kvf_fake_peer_good|70|\$repo/tests/rxe/scenarios/fake_peer.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 good"
 	"kvf_fake_peer_bad_rkey|70|\$repo/tests/rxe/scenarios/fake_peer.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 bad-rkey"
 	"kvf_fake_peer_wc_detail|70|\$repo/tests/rxe/scenarios/fake_peer.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 wc-detail"

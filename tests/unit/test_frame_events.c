@@ -157,3 +157,25 @@ Test(frame_events, heartbeat_expires_a_hanging_sequence)
 	cr_assert_null(ra.buf);
 	cr_assert_eq(ra.expired, 1);
 }
+
+/* The poller's keepalives go on the QP whenever they are due, so one may
+ * land between the frames of a ROOM_INFO sequence (docs/wire.md 5.4): it
+ * is not "of a room" and the sequence goes on whole. */
+Test(frame_events, heartbeat_between_a_sequences_frames_leaves_it_whole)
+{
+	uint32_t ids[6] = {1, 2, 3, 4, 5, 6}, n, total = kv_info(info, sizeof(info), ids, 6);
+	struct kvf_peer_info *pi;
+	int len = info_frame(buf, kvf_proto_room_info_len(8), 5, 1, info, total, 0, &n);
+
+	cr_assert_eq(feed(len, 0), KVF_FRAME_HANDLED);
+	cr_assert_eq(feed(kvf_proto_encode_heartbeat(buf, sizeof(buf)), 1), KVF_FRAME_HANDLED);
+	cr_assert_not_null(ra.buf, "the sequence is still in progress");
+	cr_assert_eq(nev, 0);
+	len = info_frame(buf, sizeof(buf), 5, 1, info, total, n, &n);
+	cr_assert_eq(feed(len, 2), KVF_FRAME_HANDLED);
+	cr_assert_eq(nev, 1);
+	cr_assert_eq(evs[0].kind, KVF_EV_PEER_INFO);
+	pi = evs[0].data;
+	cr_assert_eq(pi->lists[0].n, 6);
+	cr_assert_eq(pi->ids[5], 6);
+}

@@ -1,7 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* src/verbs.c: an asynchronous event takes down only what it names. */
+/* src/verbs.c: an asynchronous event takes down only what it names; a
+ * provider that would post without its lock is refused. */
 #include <criterion/criterion.h>
+#include <errno.h>
+#include <stdlib.h>
 
+#include "log.h"
 #include "rdma/verbs.h"
 
 static enum kvf_async_class classify_port(enum ibv_event_type type, int port_num, uint8_t ours)
@@ -50,4 +54,22 @@ Test(verbs, only_device_fatal_takes_the_device)
 	cr_assert_eq(classify(IBV_EVENT_SRQ_ERR), KVF_ASYNC_INFO);
 	cr_assert_eq(classify(IBV_EVENT_WQ_FATAL), KVF_ASYNC_INFO);
 	cr_assert_eq(classify(IBV_EVENT_COMM_EST), KVF_ASYNC_INFO);
+}
+
+/* The poller posts keepalives on the scheduler's QPs (src/rdma/keepalive.h):
+ * a provider told that one thread uses it has no lock to order them. */
+Test(verbs, a_provider_without_its_send_queue_lock_is_refused)
+{
+	kvf_log_set_level(KVF_LOG_ERROR); /* the refusal is logged at error */
+	unsetenv("MLX5_SINGLE_THREADED");
+	unsetenv("MLX4_SINGLE_THREADED");
+	cr_assert_eq(kvf_verbs_check_threads(), 0);
+	setenv("MLX5_SINGLE_THREADED", "0", 1); /* the providers' test: exactly "1" */
+	cr_assert_eq(kvf_verbs_check_threads(), 0);
+	setenv("MLX5_SINGLE_THREADED", "1", 1);
+	cr_assert_eq(kvf_verbs_check_threads(), -ENOTSUP);
+	unsetenv("MLX5_SINGLE_THREADED");
+	setenv("MLX4_SINGLE_THREADED", "1", 1);
+	cr_assert_eq(kvf_verbs_check_threads(), -ENOTSUP);
+	unsetenv("MLX4_SINGLE_THREADED");
 }

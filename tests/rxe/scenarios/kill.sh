@@ -116,6 +116,11 @@ lost=$(grep -c 'reason=peer_lost' "$sout")
 heard=$(awk -v a="$ref" -v b="$tk" 'BEGIN { printf "%.2f", a - b }')
 span="first $(awk -v a="$first" -v b="$tk" 'BEGIN { printf "%.2f", a - b }') s, last $(awk -v a="$last" -v b="$tk" 'BEGIN { printf "%.2f", a - b }') s after SIG$sig; last heard ${heard} s after it"
 note "$lost rooms failed (peer lost): $span"
+# STOP: what the survivor's transport said; its keepalives to the stopped
+# process are ACKed by that host's kernel (rxe), which proves the host and
+# the link, not the process (docs/design.md, "Liveness")
+grep -h 'nothing heard' "$slog" | head -n 1
+grep -h '^driver: keepalives' "$sout"
 [ -z "$problems" ] || { echo "$problems" | head -n 20; fail "$(wc -l <<< "$problems") rooms not as expected ($span)"; }
 [ "$(summary "$sout" released)" = "$(summary "$sout" created)" ] || fail "not every room released"
 pass "$lost $survivor rooms FAILED (peer lost), $span (limit $limit s); all released"
