@@ -895,6 +895,9 @@ static PyStructSequence_Field stats_fields[] = {
 	{ "connect_backoffs", NULL },
 	{ "conns_live", NULL },
 	{ "conns_held", NULL },
+	{ "keepalives_sent", NULL },
+	{ "keepalives_acked", NULL },
+	{ "keepalives_late", NULL },
 	{ NULL, NULL },
 };
 static PyStructSequence_Desc stats_desc = {
@@ -962,6 +965,9 @@ static PyObject *engine_stats(EngineObject *self, PyObject *unused)
 	U64(connect_backoffs);
 	U64(conns_live);
 	U64(conns_held);
+	U64(keepalives_sent);
+	U64(keepalives_acked);
+	U64(keepalives_late);
 	return o;
 }
 
