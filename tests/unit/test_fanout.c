@@ -529,3 +529,50 @@ Test(fanout, fanin_bad_peers_and_a_dummy_receiver)
 	cr_assert_eq(kvf_release(eng, h), 0);
 	assert_balanced();
 }
+
+/* Before the room: kvf_sender_pending counts the parked ROOM_INFOs and reads
+ * the first one's user data (where kvferry.sglang's decode says the
+ * fan-out), leaving them for the room's creation; a tombstone says so. */
+Test(fanout, pending_counts_parked_infos_and_reads_the_first_user_data)
+{
+	const uint8_t user[12] = { 48, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0 };
+	struct fake_list l = { "kv", 4 };
+	uint8_t buf[16] = { 0 };
+	uint32_t len = 99;
+	kvf_room h;
+
+	cr_assert_eq(kvf_sender_pending(eng, ID, buf, sizeof(buf), &len), 0, "nothing yet");
+	cr_assert_eq(len, 0);
+	push_info_lists(eng, ID, 11, 0x111, &l, 1, user, sizeof(user));
+	push_info_lists(eng, ID, 12, 0x112, &l, 1, user, sizeof(user));
+	kvf_progress(eng);
+	cr_assert_eq(kvf_sender_pending(eng, ID, buf, 4, &len), 2);
+	cr_assert_eq(len, sizeof(user), "the whole length, though 4 bytes were copied");
+	cr_assert_eq(buf[0], 48);
+	cr_assert_eq(buf[4], 0, "no more than buflen");
+	cr_assert_eq(kvf_sender_pending(eng, ID, buf, sizeof(buf), &len), 2, "nothing taken");
+	cr_assert_eq(buf[8], 2);
+	cr_assert_eq(kvf_sender_pending(eng, ID, NULL, 1, &len), -EINVAL);
+	h = fanout(buf[8]);
+	cr_assert_eq(kvf_poll(eng, h), KVF_WAITING_FOR_INPUT, "both joined at creation");
+	cr_assert_eq(kvf_sender_pending(eng, ID, buf, sizeof(buf), &len), 0, "taken by the room");
+	kvf_abort(eng, h);
+	push_abort(eng, ID + 1, KVF_SENDER, 11);
+	kvf_progress(eng);
+	cr_assert_eq(kvf_sender_pending(eng, ID + 1, buf, sizeof(buf), &len), -ECANCELED);
+}
+
+/* A fan-in part with no lists is a dummy: its sender gets an empty ROOM_INFO. */
+Test(fanout, fanin_part_without_lists_is_a_dummy)
+{
+	kvf_room h = fanin();
+	uint32_t blocks[2] = { 0, 1 };
+	struct kvf_index_list l = { .region = 0, .n = 2, .items = blocks };
+
+	cr_assert_eq(kvf_receiver_init_part(eng, h, 1, NULL, 0, NULL, 0), 0);
+	cr_assert_eq(kvf_receiver_init_part(eng, h, 1, NULL, 0, NULL, 0), -EALREADY);
+	cr_assert_eq(kvf_receiver_init_part(eng, h, 0, &l, 0, NULL, 0), -EINVAL, "lists but none");
+	cr_assert_eq(kvf_receiver_init_part(eng, h, 0, &l, 1, NULL, 0), 0);
+	cr_assert_eq(kvf_poll(eng, h), KVF_WAITING_FOR_INPUT);
+	kvf_abort(eng, h);
+}
