@@ -164,7 +164,7 @@ def load():
     from sglang.srt import runtime_context
     from sglang.srt.disaggregation.base import conn as base_conn
     from sglang.srt.managers import schedule_batch
-    from sglang.srt.mem_cache import allocator, chunk_cache, memory_pool
+    from sglang.srt.mem_cache import allocator, chunk_cache, memory_pool, radix_cache
     from sglang.srt.mem_cache.allocator import paged
     from sglang.srt.mem_cache.cache_init_params import CacheInitParams
     from sglang.srt.sampling.sampling_params import SamplingParams
@@ -174,6 +174,7 @@ def load():
     S.torch = torch
     S.prefill, S.decode, S.utils, S.rc, S.base = prefill, decode, dutils, runtime_context, base_conn
     S.sb, S.mp, S.alloc, S.paged, S.chunk_cache = schedule_batch, memory_pool, allocator, paged, chunk_cache
+    S.radix_cache = radix_cache
     S.CacheInitParams, S.SamplingParams, S.ServerArgs = CacheInitParams, SamplingParams, ServerArgs
     S.SpeculativeAlgorithm = SpeculativeAlgorithm
     S.stubs = sglang_stubs
@@ -218,12 +219,28 @@ def register_backend(name: str, classes) -> object:
     return u.TransferBackend[key]
 
 
+import threading  # noqa: E402
+
+_rank_shape = threading.local()  # the Shape of the rank being built on this thread
+
+
 def _kvferry_classes():
     from sglang.srt.disaggregation.base import KVArgs
 
     import kvferry.sglang as ks
     K = S.utils.KVClassType
-    return {K.KVARGS: KVArgs, K.MANAGER: ks.KVManager, K.SENDER: ks.KVSender,
+    manager = ks.KVManager
+    if os.environ.get("KVF_SGR_DECODE_HEADS_WORKAROUND") == "1":
+        # NOT what SGLang does (debugging only, never in the suite): decode.py's
+        # _init_kv_manager sets no kv_head_num / total_kv_head_num; this fills
+        # them from the rank's pool before kvferry's manager reads them
+        class manager(ks.KVManager):  # noqa: N801
+            def __init__(self, args, mode, server_args, is_mla_backend=False, **kw):
+                sh = getattr(_rank_shape, "shape", None)
+                if sh is not None and not is_mla_backend and not getattr(args, "kv_head_num", 0):
+                    args.kv_head_num, args.total_kv_head_num = sh.heads, sh.total_kv_heads
+                super().__init__(args, mode, server_args, is_mla_backend, **kw)
+    return {K.KVARGS: KVArgs, K.MANAGER: manager, K.SENDER: ks.KVSender,
             K.RECEIVER: ks.KVReceiver, K.BOOTSTRAP_SERVER: ks.KVBootstrapServer}
 
 
@@ -285,9 +302,21 @@ class Shape:
         return range(self.pp_rank * per, (self.pp_rank + 1) * per)
 
 
-def token_value(room: int, pos: int, layer: int, head: int, kv: int):
-    """The pattern a KV slot holds: small integers, exact in float16."""
-    return float((room * 131 + pos * 7 + layer * 31 + head * 17 + kv * 5) % 1021)
+def pattern(tokens, positions, layer: int, head: int, kv: int):
+    """What the forward writes in a KV slot, every element of it: a function
+    of the token id and its position (so a decode's cached prefix holds what
+    the prefill would have sent), the layer, the global head and K/V; small
+    integers, exact in float16."""
+    return (tokens * 131 + positions * 7 + layer * 31 + head * 17 + kv * 5) % 1021
+
+
+def input_ids(room: int, n: int, prefix_of: Optional[int] = None, prefix_len: int = 0):
+    """A request's token ids; with prefix_of, its first prefix_len tokens are
+    that room's (a shared prompt prefix)."""
+    ids = [(room * 7 + i) % 32000 for i in range(n)]
+    if prefix_of is not None:
+        ids[:prefix_len] = [(prefix_of * 7 + i) % 32000 for i in range(prefix_len)]
+    return ids
 
 
 def first_token(room: int) -> int:
@@ -359,19 +388,21 @@ def _allocator(size, page_size, dtype, kvcache):
     return CPUPagedTokenToKVPoolAllocator(size, page_size, dtype, "cpu", kvcache, need_sort=False)
 
 
-def _watched_cache(params, watch):
-    """SGLang's ChunkCache; watch(req) sees every request whose KV it frees."""
-    class WatchedChunkCache(S.chunk_cache.ChunkCache):
+def _watched_cache(base, params, watch):
+    """SGLang's ChunkCache or RadixCache; watch(req) sees every request whose
+    KV it is handed back."""
+    class Watched(base):
         def cache_finished_req(self, req, is_insert=True, *, kv_len_to_handle):
             watch(req)
             return super().cache_finished_req(req, is_insert, kv_len_to_handle=kv_len_to_handle)
-    return WatchedChunkCache(params)
+    Watched.__name__ = "Watched" + base.__name__
+    return Watched(params)
 
 
 class _Side:
     """What both sides build: the pools, the allocator, the tree cache."""
 
-    def __init__(self, shape: Shape, gloo_path: str, watch=None):
+    def __init__(self, shape: Shape, gloo_path: str, watch=None, radix: bool = False):
         torch = S.torch
         self.shape = shape
         sh = shape
@@ -390,10 +421,10 @@ class _Side:
         self.allocator = _allocator(sh.pool_tokens, sh.page_size, torch.float16, self.kv_pool)
         self.req_to_token_pool = S.mp.ReqToTokenPool(
             size=sh.max_reqs, max_context_len=sh.max_context, device="cpu", enable_memory_saver=False)
-        params = S.CacheInitParams(disable=True, req_to_token_pool=self.req_to_token_pool,
+        params = S.CacheInitParams(disable=not radix, req_to_token_pool=self.req_to_token_pool,
                                    token_to_kv_pool_allocator=self.allocator, page_size=sh.page_size)
-        self.tree_cache = (_watched_cache(params, watch) if watch else
-                           S.chunk_cache.ChunkCache(params))
+        base = S.radix_cache.RadixCache if radix else S.chunk_cache.ChunkCache
+        self.tree_cache = _watched_cache(base, params, watch) if watch else base(params)
         self.gloo = _gloo_group(gloo_path, sh.tp_rank, sh.tp_size)
         self.free_at_start = self.allocator.available_size()
 
@@ -404,33 +435,32 @@ class _Side:
             return (self.kv_pool.kv_buffer[li],)
         return self.kv_pool.k_buffer[li], self.kv_pool.v_buffer[li]
 
-    def write_pattern(self, room: int, positions, locs):
+    def write_pattern(self, tokens, positions, locs):
         """The forward: every layer, head and K/V of the given token slots."""
         torch = S.torch
         sh = self.shape
-        pos = torch.as_tensor(positions, dtype=torch.float32)
+        tok = torch.as_tensor(list(tokens), dtype=torch.float32)
+        pos = torch.as_tensor(list(positions), dtype=torch.float32)
         locs = torch.as_tensor(locs, dtype=torch.int64)
         for layer in sh.stage_layers:
             for kv, buf in enumerate(self._layer_bufs(layer)):
                 for h in range(sh.heads):
-                    gh = sh.head0 + h
-                    v = (room * 131 + pos * 7 + layer * 31 + gh * 17 + kv * 5) % 1021
+                    v = pattern(tok, pos, layer, sh.head0 + h, kv)
                     buf[locs, h, :] = v.to(buf.dtype)[:, None]
 
-    def check_pattern(self, room: int, positions, locs) -> int:
+    def check_pattern(self, tokens, positions, locs) -> int:
         """Wrong 2-byte elements over every layer, head and K/V of the slots."""
         torch = S.torch
         sh = self.shape
-        pos = torch.as_tensor(positions, dtype=torch.float32)
+        tok = torch.as_tensor(list(tokens), dtype=torch.float32)
+        pos = torch.as_tensor(list(positions), dtype=torch.float32)
         locs = torch.as_tensor(locs, dtype=torch.int64)
         bad = 0
         for layer in sh.stage_layers:
             for kv, buf in enumerate(self._layer_bufs(layer)):
                 for h in range(sh.heads):
-                    gh = sh.head0 + h
-                    want = ((room * 131 + pos * 7 + layer * 31 + gh * 17 + kv * 5) % 1021).to(buf.dtype)
-                    got = buf[locs, h, :]
-                    bad += int((got != want[:, None]).sum())
+                    want = pattern(tok, pos, layer, sh.head0 + h, kv).to(buf.dtype)
+                    bad += int((buf[locs, h, :] != want[:, None]).sum())
         return bad
 
     def slot_bytes(self, ntokens: int) -> int:
@@ -473,13 +503,16 @@ def _common_scheduler(sched, side: _Side, server_args, mode_shape: Shape, model_
 class Request:
     room: int
     input_len: int
-    decode_prefix_len: int = 0   # tokens the decode already holds (its prefix cache)
-    abort_at: Optional[str] = None
+    prefix_of: Optional[int] = None  # its first shared_prefix tokens are this room's
+    shared_prefix: int = 0
+
+
 
 
 def make_req(r: Request, bootstrap_host: str, bootstrap_port: Optional[int], mode):
     req = S.sb.Req(rid=f"room-{r.room}", origin_input_text="",
-                   origin_input_ids=array("q", [(r.room * 7 + i) % 32000 for i in range(r.input_len)]),
+                   origin_input_ids=array("q", input_ids(r.room, r.input_len, r.prefix_of,
+                                                          r.shared_prefix)),
                    sampling_params=S.SamplingParams(max_new_tokens=8),
                    bootstrap_host=bootstrap_host, bootstrap_port=bootstrap_port,
                    bootstrap_room=r.room, disagg_mode=mode)
@@ -566,7 +599,7 @@ class PrefillRank:
         req.kv.kv_allocated_len = end
         req.kv_committed_len = end
         req.set_extend_range(start, end)
-        self.side.write_pattern(req.bootstrap_room, range(start, end), locs)
+        self.side.write_pattern(req.origin_input_ids[start:end], range(start, end), locs)
         self.bytes_written += self.side.slot_bytes(end - start)
         return end >= len(req.origin_input_ids)
 
@@ -632,16 +665,23 @@ class _RunningBatch:
 
 class DecodeRank:
     """One decode rank: SGLang's DecodeTransferQueue and DecodePreallocQueue
-    under a Scheduler made of its decode mixin and the attributes they read."""
+    under a Scheduler made of its decode mixin and the attributes they read.
+    radix: SGLang's decode-side prefix cache (a RadixCache,
+    --disaggregation-decode-enable-radix-cache): a finished request's pages
+    stay in its tree, and a later request sharing the prefix sends
+    decode_prefix_len, so the prefill sends only the rest."""
 
     def __init__(self, shape: Shape, backend_name: str, bootstrap_port: int, host: str = "127.0.0.1",
                  ib_device: Optional[str] = None, gloo_path: str = "/tmp/kvf-sg-gloo-d",
-                 server_args_extra: Optional[Dict] = None):
+                 server_args_extra: Optional[Dict] = None, radix: bool = False):
         load()
         self.shape = shape
         self.backend = backend(backend_name)
+        extra = dict(server_args_extra or {})
+        if radix:
+            extra.update(disaggregation_decode_enable_radix_cache=True, disable_radix_cache=False)
         self.server_args = _server_args("decode", shape, backend_name, bootstrap_port, host, ib_device,
-                                        server_args_extra or {})
+                                        extra)
         S.rc.publish(self.server_args, role="scheduler")
         # decode.py _init_kv_manager reads get_parallel().attn_tp_size: the
         # parallel groups SGLang would initialize, as its tests override them
@@ -651,10 +691,11 @@ class DecodeRank:
                                                   attn_dp_size=1, attn_dp_rank=0, attn_cp_size=1,
                                                   attn_cp_rank=0)
         self._par.__enter__()
+        _rank_shape.shape = shape
         self.receivers: Dict[int, object] = {}   # room -> the kv_receiver SGLang created
         self.freed_unquiescent = 0               # failed requests freed while a write could land
         self.hooked = 0                          # released by the backend's page_release_hook
-        self.side = _Side(shape, gloo_path, watch=self._watch_free)
+        self.side = _Side(shape, gloo_path, watch=self._watch_free, radix=radix)
 
         class Sched(S.decode.SchedulerDisaggregationDecodeMixin):
             pass
@@ -698,6 +739,7 @@ class DecodeRank:
         self.done: Dict[int, str] = {}
         self.bad_elements: Dict[int, int] = {}
         self.bytes_checked = 0
+        self.prefix_tokens: Dict[int, int] = {}  # room -> decode_prefix_len SGLang computed
         self.turns = 0
 
     def add(self, r: Request, bootstrap_host: str):
@@ -743,11 +785,12 @@ class DecodeRank:
 
     def _finish(self, req, check_bytes: bool):
         room = req.bootstrap_room
+        self.prefix_tokens[room] = int(getattr(req, "cache_protected_len", 0) or 0)
         n = len(req.origin_input_ids)
         bad = 0
         if check_bytes:
             locs = self.side.req_to_token_pool.req_to_token[req.req_pool_idx, :n].to(S.torch.int64)
-            bad = self.side.check_pattern(room, range(n), locs)
+            bad = self.side.check_pattern(req.origin_input_ids[:n], range(n), locs)
             self.bytes_checked += self.side.slot_bytes(n)
             if list(req.output_ids[-1:]) != [first_token(room)]:
                 bad += 1

@@ -94,6 +94,7 @@ def run_prefill(a, shape, idx):
     srv_cls = S.utils.get_kv_class(S.utils.TransferBackend.KVFERRY, S.utils.KVClassType.BOOTSTRAP_SERVER)
     srv = srv_cls(host="127.0.0.1", port=port)
     ranks, errors = [None] * len(pshapes), []
+    results = [None] * len(pshapes)
     reqs = requests_of(shape)
     killme = os.path.join(a.dir, f"{shape}.prefill-killme")
 
@@ -121,6 +122,9 @@ def run_prefill(a, shape, idx):
                 if r.idle() and len(r.done) == len(reqs) and os.path.exists(decode_done):
                     break
                 time.sleep(0.002)
+            # on this thread: the engine belongs to it
+            results[k] = {"done": r.done, "queues": r.queues(), "gauges": engine_gauges(r.kv_manager),
+                          "turns": r.turns, "bytes_written": r.bytes_written}
         except Exception:
             errors.append(traceback.format_exc())
             try:
@@ -141,11 +145,7 @@ def run_prefill(a, shape, idx):
         t.join()
     res = {"shape": shape, "role": "prefill", "errors": errors, "wall_s": round(time.monotonic() - t0, 2),
            "ranks": []}
-    for r in ranks:
-        if r is None:
-            continue
-        res["ranks"].append({"done": r.done, "queues": r.queues(), "gauges": engine_gauges(r.kv_manager),
-                             "turns": r.turns, "bytes_written": r.bytes_written})
+    res["ranks"] = [x for x in results if x is not None]
     write_file(os.path.join(a.dir, f"{shape}.prefill.json"), json.dumps(res))
     try:
         srv.close() if hasattr(srv, "close") else None
@@ -162,6 +162,7 @@ def run_decode(a, shape, idx):
     if not wait_file(os.path.join(a.dir, f"{shape}.prefill-up"), a.timeout):
         raise RuntimeError(f"{shape}: the prefill never came up")
     ranks, errors = [None] * len(dshapes), []
+    results = [None] * len(dshapes)
     reqs = requests_of(shape)
 
     def rank_main(k):
@@ -176,6 +177,9 @@ def run_decode(a, shape, idx):
                 if r.idle() and len(r.done) == len(reqs) and r.kv_manager.parked == 0:
                     break
                 time.sleep(0.002)
+            results[k] = {"done": r.done, "queues": r.queues(), "gauges": engine_gauges(r.kv_manager),
+                          "turns": r.turns, "bytes_checked": r.bytes_checked,
+                          "freed_unquiescent": r.freed_unquiescent, "hooked": r.hooked}
         except Exception:
             errors.append(traceback.format_exc())
 
@@ -187,12 +191,7 @@ def run_decode(a, shape, idx):
         t.join()
     res = {"shape": shape, "role": "decode", "errors": errors, "wall_s": round(time.monotonic() - t0, 2),
            "ranks": []}
-    for r in ranks:
-        if r is None:
-            continue
-        res["ranks"].append({"done": r.done, "queues": r.queues(), "gauges": engine_gauges(r.kv_manager),
-                             "turns": r.turns, "bytes_checked": r.bytes_checked,
-                             "freed_unquiescent": r.freed_unquiescent, "hooked": r.hooked})
+    res["ranks"] = [x for x in results if x is not None]
     write_file(os.path.join(a.dir, f"{shape}.decode.json"), json.dumps(res))
     return 0 if not errors else 1
 

@@ -254,3 +254,45 @@ def test_loopback_every_byte(tmp_path):
     assert d.bytes_checked == sum(d.side.slot_bytes(r.input_len) for r in reqs if r.room != 104)
     assert WIRE.bytes > d.bytes_checked  # whole pages, and the metadata rows
     _assert_empty(p, d)
+
+
+def test_loopback_decode_prefix_cache(tmp_path):
+    """SGLang's decode-side prefix cache (RadixCache,
+    --disaggregation-decode-enable-radix-cache): a finished request's pages
+    stay in the decode's tree; later requests sharing its prompt prefix get
+    decode_prefix_len from DecodePreallocQueue, the prefill reads it back
+    (pop_decode_prefix_len -> start_send_idx) and sends only the rest; the
+    decode's check covers the cached prefix too (it holds the first request's
+    KV of the same tokens)."""
+    H.register_backend("loopback", _loopback_classes)
+    global WIRE
+    WIRE = _Wire()
+    shape = H.Shape(pool_tokens=2048, max_reqs=8, chunk_tokens=32)
+    p = H.PrefillRank(shape, "loopback", 18997, gloo_path=str(tmp_path / "gp"))
+    d = H.DecodeRank(shape, "loopback", 18997, gloo_path=str(tmp_path / "gd"), radix=True)
+    first = H.Request(room=300, input_len=200)
+    p.add(first, bootstrap_host="127.0.0.1")
+    d.add(first, bootstrap_host="127.0.0.1")
+    assert H.run_pair(p, d, 100)
+    later = [H.Request(room=301, input_len=290, prefix_of=300, shared_prefix=170),
+             H.Request(room=302, input_len=100, prefix_of=300, shared_prefix=100),
+             H.Request(room=303, input_len=120)]
+    for r in later:
+        p.add(r, bootstrap_host="127.0.0.1")
+        d.add(r, bootstrap_host="127.0.0.1")
+    assert H.run_pair(p, d, 200)
+    assert d.done == {r: "ok" for r in (300, 301, 302, 303)}, d.done
+    assert p.done == {r: "ok" for r in (300, 301, 302, 303)}, p.done
+    # what SGLang's decode computed as decode_prefix_len (page-aligned matches)
+    assert d.prefix_tokens == {300: 0, 301: 160, 302: 96, 303: 0}
+    assert WIRE.dst[301][3] == 160 and WIRE.dst[302][3] == 96
+    # the pages sent: only those past the prefix
+    assert len(WIRE.dst[301][0]) == (290 - 160 + 15) // 16
+    pq = p.queues()
+    assert (pq["bootstrap"], pq["waiting"], pq["chunked"], pq["inflight"]) == (0, 0, 0, 0)
+    assert pq["kv_free"] == pq["kv_total"]
+    dq = d.queues()
+    assert (dq["prealloc"], dq["transfer"], dq["waiting"]) == (0, 0, 0)
+    # the decode's tree keeps the finished requests' pages (evictable), none locked
+    tc = d.side.tree_cache
+    assert dq["kv_free"] + tc.evictable_size() == dq["kv_total"] and tc.protected_size() == 0
