@@ -898,6 +898,7 @@ static PyStructSequence_Field stats_fields[] = {
 	{ "keepalives_sent", NULL },
 	{ "keepalives_acked", NULL },
 	{ "keepalives_late", NULL },
+	{ "calls_concurrent", NULL },
 	{ NULL, NULL },
 };
 static PyStructSequence_Desc stats_desc = {
@@ -968,6 +969,7 @@ static PyObject *engine_stats(EngineObject *self, PyObject *unused)
 	U64(keepalives_sent);
 	U64(keepalives_acked);
 	U64(keepalives_late);
+	U64(calls_concurrent);
 	return o;
 }
 
