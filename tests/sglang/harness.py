@@ -224,28 +224,51 @@ import threading  # noqa: E402
 _rank_shape = threading.local()  # the Shape of the rank being built on this thread
 
 
+def workarounds() -> set:
+    """KVF_SGR_WORKAROUNDS: test-side stand-ins for kvferry.sglang gaps the
+    harness found, for debugging runs only (the suite sets none): each one is
+    NOT what SGLang or kvferry does.
+      decode_heads        fill the decode's KVArgs.kv_head_num/total_kv_head_num
+                          from its pool (decode.py's _init_kv_manager sets neither)
+      metric_after_clear  sender.get_transfer_metric() after clear() answers an
+                          empty metric (SGLang calls it after clear())"""
+    return {w for w in os.environ.get("KVF_SGR_WORKAROUNDS", "").split(",") if w}
+
+
 def _kvferry_classes():
     from sglang.srt.disaggregation.base import KVArgs
 
+    import kvferry
     import kvferry.sglang as ks
     K = S.utils.KVClassType
-    manager = ks.KVManager
-    if os.environ.get("KVF_SGR_DECODE_HEADS_WORKAROUND") == "1":
-        # NOT what SGLang does (debugging only, never in the suite): decode.py's
-        # _init_kv_manager sets no kv_head_num / total_kv_head_num; this fills
-        # them from the rank's pool before kvferry's manager reads them
-        class manager(ks.KVManager):  # noqa: N801
+    manager, sender = ks.KVFerryKVManager, ks.KVFerryKVSender
+    w = workarounds()
+    if "decode_heads" in w:
+        class manager(ks.KVFerryKVManager):  # noqa: N801
             def __init__(self, args, mode, server_args, is_mla_backend=False, **kw):
                 sh = getattr(_rank_shape, "shape", None)
                 if sh is not None and not is_mla_backend and not getattr(args, "kv_head_num", 0):
                     args.kv_head_num, args.total_kv_head_num = sh.heads, sh.total_kv_heads
                 super().__init__(args, mode, server_args, is_mla_backend, **kw)
-    return {K.KVARGS: KVArgs, K.MANAGER: manager, K.SENDER: ks.KVSender,
+    if "metric_after_clear" in w:
+        class sender(ks.KVFerryKVSender):  # noqa: N801
+            def get_transfer_metric(self):
+                try:
+                    return super().get_transfer_metric()
+                except kvferry.KVFerryError:
+                    return S.base.KVTransferMetric()
+    return {K.KVARGS: KVArgs, K.MANAGER: manager, K.SENDER: sender,
             K.RECEIVER: ks.KVReceiver, K.BOOTSTRAP_SERVER: ks.KVBootstrapServer}
 
 
 def use_kvferry():
     """TransferBackend.KVFERRY -> kvferry.sglang's classes."""
+    if workarounds():
+        # the patched get_kv_class imports kvferry.sglang's names itself
+        import kvferry.sglang as ks
+        K = S.utils.KVClassType
+        c = _kvferry_classes()
+        ks.KVManager, ks.KVSender = c[K.MANAGER], c[K.SENDER]
     return register_backend("kvferry", _kvferry_classes)
 
 
