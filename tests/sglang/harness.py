@@ -310,6 +310,17 @@ class Shape:
     max_reqs: int = 16           # ReqToTokenPool rows
     max_context: int = 1024
     chunk_tokens: int = 64       # chunked prefill: tokens per chunk (a multiple of page_size)
+    hybrid: bool = False         # a hybrid (Mamba2) model: the odd layers are linear
+                                 # attention with a per-request state slot, the even
+                                 # ones full attention with KV pages
+
+    @property
+    def attn_layers(self) -> List[int]:   # this rank's layers that hold KV pages
+        return [x for x in self.stage_layers if not (self.hybrid and x % 2)]
+
+    @property
+    def mamba_layers(self) -> List[int]:
+        return [x for x in self.stage_layers if self.hybrid and x % 2]
 
     @property
     def heads(self) -> int:      # this rank's KV heads (MLA: one latent "head")
@@ -425,11 +436,15 @@ def _watched_cache(base, params, watch):
 class _Side:
     """What both sides build: the pools, the allocator, the tree cache."""
 
-    def __init__(self, shape: Shape, gloo_path: str, watch=None, radix: bool = False):
+    def __init__(self, shape: Shape, gloo_path: str, watch=None, radix: bool = False,
+                 decode: bool = False):
         torch = S.torch
         self.shape = shape
         sh = shape
-        if sh.mla:
+        self.mamba_pool = None
+        if sh.hybrid:
+            self._hybrid_pools(decode)
+        elif sh.mla:
             self.kv_pool = S.mp.MLATokenToKVPool(
                 size=sh.pool_tokens, page_size=sh.page_size, dtype=torch.float16,
                 kv_lora_rank=sh.kv_lora_rank, qk_rope_head_dim=sh.qk_rope_head_dim,
@@ -442,8 +457,20 @@ class _Side:
                 device="cpu", enable_memory_saver=False, enable_alt_stream=False,
                 start_layer=sh.stage_layers.start, end_layer=sh.stage_layers.stop - 1)
         self.allocator = _allocator(sh.pool_tokens, sh.page_size, torch.float16, self.kv_pool)
-        self.req_to_token_pool = S.mp.ReqToTokenPool(
-            size=sh.max_reqs, max_context_len=sh.max_context, device="cpu", enable_memory_saver=False)
+        if sh.hybrid:
+            pass  # built with the pools
+        elif decode:
+            # what SGLang's decode builds (kv_cache_configurator._build_decode_req_pool):
+            # max_reqs running, as many more pre-allocated or in transfer
+            self.req_to_token_pool = S.decode.DecodeReqToTokenPool(
+                size=sh.max_reqs, max_context_len=sh.max_context, device="cpu",
+                enable_memory_saver=False, pre_alloc_size=sh.max_reqs)
+        else:
+            self.req_to_token_pool = S.mp.ReqToTokenPool(
+                size=sh.max_reqs, max_context_len=sh.max_context, device="cpu", enable_memory_saver=False)
+        self.req_slots_total = self.req_to_token_pool.available_size()
+        self.state_slots_total = (self.req_to_token_pool.mamba_allocator.available_size()
+                                  if sh.hybrid else 0)
         params = S.CacheInitParams(disable=not radix, req_to_token_pool=self.req_to_token_pool,
                                    token_to_kv_pool_allocator=self.allocator, page_size=sh.page_size)
         base = S.radix_cache.RadixCache if radix else S.chunk_cache.ChunkCache
@@ -451,12 +478,74 @@ class _Side:
         self.gloo = _gloo_group(gloo_path, sh.tp_rank, sh.tp_size)
         self.free_at_start = self.allocator.available_size()
 
+    def _hybrid_pools(self, decode: bool):
+        """SGLang's hybrid (Mamba2) pools, as kv_cache_configurator builds
+        them: HybridReqToTokenPool (prefill) or decode.py's
+        HybridMambaDecodeReqToTokenPool, each with its MambaPool of state
+        slots, and HybridLinearKVPool (the full-attention layers' KV)."""
+        from sglang.srt.configs.mamba_utils import Mamba2CacheParams, Mamba2StateShape
+        torch = S.torch
+        sh = self.shape
+        st = Mamba2StateShape.create(tp_world_size=1, intermediate_size=64, n_groups=1, num_heads=4,
+                                     head_dim=16, state_size=8, conv_kernel=4)
+        params = Mamba2CacheParams(shape=st, layers=sh.mamba_layers)
+        common = dict(max_context_len=sh.max_context, device="cpu", enable_memory_saver=False,
+                      cache_params=params, mamba_layer_ids=sh.mamba_layers,
+                      enable_mamba_extra_buffer=False, enable_overlap_schedule=False)
+        if decode:
+            self.req_to_token_pool = S.decode.HybridMambaDecodeReqToTokenPool(
+                size=sh.max_reqs, speculative_num_draft_tokens=None, pre_alloc_size=sh.max_reqs, **common)
+        else:
+            self.req_to_token_pool = S.mp.HybridReqToTokenPool(
+                size=sh.max_reqs, mamba_size=2 * sh.max_reqs, mamba_spec_state_size=sh.max_reqs, **common)
+        self.mamba_pool = self.req_to_token_pool.mamba_pool
+        self.kv_pool = S.mp.HybridLinearKVPool(
+            size=sh.pool_tokens, dtype=torch.float16, page_size=sh.page_size, head_num=sh.heads,
+            head_dim=sh.head_dim, full_attention_layer_ids=sh.attn_layers, device="cpu",
+            mamba_pool=self.mamba_pool, enable_memory_saver=False)
+
     # KV slot access, by global layer
     def _layer_bufs(self, layer: int):
+        if self.shape.hybrid:
+            li = self.shape.attn_layers.index(layer)
+            pool = self.kv_pool.full_kv_pool
+            return pool.k_buffer[li], pool.v_buffer[li]
         li = layer - self.shape.stage_layers.start
         if self.shape.mla:
             return (self.kv_pool.kv_buffer[li],)
         return self.kv_pool.k_buffer[li], self.kv_pool.v_buffer[li]
+
+    def _state_tensors(self):
+        """(index, per-slot view) of every transferred state tensor and layer."""
+        k = 0
+        for _, t, _ in self.mamba_pool._iter_transfer_state_tensors():
+            for layer in range(t.shape[0]):
+                yield k, t[layer]
+                k += 1
+
+    def write_state(self, room: int, slot: int):
+        torch = S.torch
+        for k, t in self._state_tensors():
+            n = t[slot].numel()
+            t[slot] = ((torch.arange(n) + room * 13 + k * 7) % 251).to(t.dtype).view(t[slot].shape)
+
+    def check_state(self, room: int, slot: int) -> int:
+        torch = S.torch
+        bad = 0
+        for k, t in self._state_tensors():
+            n = t[slot].numel()
+            want = ((torch.arange(n) + room * 13 + k * 7) % 251).to(t.dtype).view(t[slot].shape)
+            bad += int((t[slot] != want).sum())
+        return bad
+
+    def state_slots(self) -> Dict[str, int]:
+        if not self.shape.hybrid:
+            return {}
+        return {"state_free": self.req_to_token_pool.mamba_allocator.available_size(),
+                "state_total": self.state_slots_total}
+
+    def state_bytes(self) -> int:
+        return sum(t[0].numel() * t.element_size() for _, t in self._state_tensors())
 
     def write_pattern(self, tokens, positions, locs):
         """The forward: every layer, head and K/V of the given token slots."""
@@ -465,7 +554,7 @@ class _Side:
         tok = torch.as_tensor(list(tokens), dtype=torch.float32)
         pos = torch.as_tensor(list(positions), dtype=torch.float32)
         locs = torch.as_tensor(locs, dtype=torch.int64)
-        for layer in sh.stage_layers:
+        for layer in sh.attn_layers:
             for kv, buf in enumerate(self._layer_bufs(layer)):
                 for h in range(sh.heads):
                     v = pattern(tok, pos, layer, sh.head0 + h, kv)
@@ -479,7 +568,7 @@ class _Side:
         pos = torch.as_tensor(list(positions), dtype=torch.float32)
         locs = torch.as_tensor(locs, dtype=torch.int64)
         bad = 0
-        for layer in sh.stage_layers:
+        for layer in sh.attn_layers:
             for kv, buf in enumerate(self._layer_bufs(layer)):
                 for h in range(sh.heads):
                     want = pattern(tok, pos, layer, sh.head0 + h, kv).to(buf.dtype)
@@ -489,7 +578,7 @@ class _Side:
     def slot_bytes(self, ntokens: int) -> int:
         sh = self.shape
         row = (sh.kv_lora_rank + sh.qk_rope_head_dim) if sh.mla else sh.heads * sh.head_dim * 2
-        return ntokens * len(sh.stage_layers) * row * 2
+        return ntokens * len(sh.attn_layers) * row * 2
 
 
 def _common_scheduler(sched, side: _Side, server_args, mode_shape: Shape, model_layers: int,
@@ -624,7 +713,11 @@ class PrefillRank:
         req.set_extend_range(start, end)
         self.side.write_pattern(req.origin_input_ids[start:end], range(start, end), locs)
         self.bytes_written += self.side.slot_bytes(end - start)
-        return end >= len(req.origin_input_ids)
+        last = end >= len(req.origin_input_ids)
+        if last and sh.hybrid:  # the linear layers' state after the whole prompt
+            self.side.write_state(req.bootstrap_room, int(req.mamba_pool_idx))
+            self.bytes_written += self.side.state_bytes()
+        return last
 
     def turn(self):
         """One iteration of event_loop_normal_disagg_prefill."""
@@ -677,7 +770,10 @@ class PrefillRank:
                 "chunked": int(s.chunked_req is not None), "inflight": len(s.disagg_prefill_inflight_queue),
                 "metadata_free": s.req_to_metadata_buffer_idx_allocator.available_size(),
                 "kv_free": self.side.allocator.available_size(), "kv_total": self.side.free_at_start,
-                "req_slots_free": self.side.req_to_token_pool.available_size()}
+                "req_slots_free": self.side.req_to_token_pool.available_size(),
+                "req_slots_total": self.side.req_slots_total,
+                "metadata_total": s.req_to_metadata_buffer_idx_allocator.size,
+                **self.side.state_slots()}
 
 
 class _RunningBatch:
@@ -718,7 +814,7 @@ class DecodeRank:
         self.receivers: Dict[int, object] = {}   # room -> the kv_receiver SGLang created
         self.freed_unquiescent = 0               # failed requests freed while a write could land
         self.hooked = 0                          # released by the backend's page_release_hook
-        self.side = _Side(shape, gloo_path, watch=self._watch_free, radix=radix)
+        self.side = _Side(shape, gloo_path, watch=self._watch_free, radix=radix, decode=True)
 
         class Sched(S.decode.SchedulerDisaggregationDecodeMixin):
             pass
@@ -815,6 +911,9 @@ class DecodeRank:
             locs = self.side.req_to_token_pool.req_to_token[req.req_pool_idx, :n].to(S.torch.int64)
             bad = self.side.check_pattern(req.origin_input_ids[:n], range(n), locs)
             self.bytes_checked += self.side.slot_bytes(n)
+            if self.shape.hybrid:
+                bad += self.side.check_state(room, int(req.mamba_pool_idx))
+                self.bytes_checked += self.side.state_bytes()
             if list(req.output_ids[-1:]) != [first_token(room)]:
                 bad += 1
             if req.cached_tokens != room % 97:
@@ -836,4 +935,7 @@ class DecodeRank:
                 "waiting": len(s.waiting_queue),
                 "metadata_free": s.req_to_metadata_buffer_idx_allocator.available_size(),
                 "kv_free": self.side.allocator.available_size(), "kv_total": self.side.free_at_start,
-                "req_slots_free": self.side.req_to_token_pool.available_size()}
+                "req_slots_free": self.side.req_to_token_pool.available_size(),
+                "req_slots_total": self.side.req_slots_total,
+                "metadata_total": s.req_to_metadata_buffer_idx_allocator.size,
+                **self.side.state_slots()}

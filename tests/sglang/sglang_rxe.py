@@ -15,6 +15,8 @@ exits. Shapes (SHAPES below; the same list on both sides):
   tp2to1   prefill TP 2 -> decode TP 1 (fan-in, each prefill rank half the heads)
   tp1to2   prefill TP 1 -> decode TP 2 (fan-out, each decode rank half the heads)
   mla      MLA, prefill TP 1 -> decode TP 2 (every decode rank the whole latent)
+  hybrid   a hybrid (Mamba2) model: SGLang's hybrid pools, the state region
+           (StateType.MAMBA), every state slot checked
   prefix   SGLang's decode prefix cache (RadixCache): later requests sharing a
            finished one's prompt send decode_prefix_len, the prefill sends the rest
   abort    the decode aborts a request in its prealloc queue and one in its
@@ -72,6 +74,8 @@ SHAPES = {
     "tp1to2": dict(p=_tp(1), d=_tp(2), phases=[[R(1200 + i, 40 + 83 * i) for i in range(8)]]),
     "mla": dict(p=_tp(1, mla=True), d=_tp(2, mla=True),
                 phases=[[R(1300 + i, 40 + 83 * i) for i in range(8)]]),
+    "hybrid": dict(p=_tp(1, hybrid=True), d=_tp(1, hybrid=True),
+                   phases=[[R(1900 + i, 30 + 61 * i) for i in range(8)]]),
     "prefix": dict(p=_tp(1), d=_tp(1), radix=True,
                    phases=[[R(1400, 300), R(1401, 130)],
                            [R(1402, 420, prefix_of=1400, shared_prefix=250),
@@ -323,7 +327,9 @@ def verdict(shape, role, res):
         if q["kv_free"] + r.get("evictable", 0) != q["kv_total"]:
             bad.append(f"KV slots not all back: {q['kv_free']} (+{r.get('evictable', 0)} cached) "
                        f"of {q['kv_total']}")
-        if q["metadata_free"] != 2 * BASE["max_reqs"] or q["req_slots_free"] != BASE["max_reqs"]:
+        if q.get("state_free") != q.get("state_total"):
+            bad.append(f"state slots not all back: {q['state_free']} of {q['state_total']}")
+        if q["metadata_free"] != q["metadata_total"] or q["req_slots_free"] != q["req_slots_total"]:
             bad.append(f"metadata rows / request slots not all back: {q}")
         if any(r["gauges"].values()):
             bad.append(f"kvferry gauges not 0: {r['gauges']}")
