@@ -26,6 +26,8 @@ exits. Shapes (SHAPES below; the same list on both sides):
            SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT / _WAITING_TIMEOUT short
   inject   SGLANG_TEST_DISAGG_FAILURE_PROB: SGLang's polls fail at random
            while kvferry's rooms are fine; any outcome, the invariants hold
+  busy     each side's scheduler loop stops for 15 s (3x the heartbeat
+           detection time) mid-stream: every room still succeeds
   kill     the prefill process SIGKILLed mid-request (a chunk of a request
            sent, not its last): SGLang's decode failure path runs, no page is
            freed while its room is not quiescent; then a new prefill process
@@ -82,7 +84,7 @@ SHAPES = {
                             R(1403, 300, prefix_of=1400, shared_prefix=300),
                             R(1404, 200, prefix_of=1401, shared_prefix=100), R(1405, 90)]],
                    prefix_tokens={1402: 240, 1403: 288, 1404: 96}),
-    "abort": dict(p=_tp(1), d=_tp(1),
+    "abort": dict(p=_tp(1), d=_tp(1), env={"SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT": "10"},
                   phases=[[R(1503 + i, 70 + 50 * i) for i in range(5)],
                           [R(1500, 500), R(1501, 500), R(1502, 500)]],
                   # phase 1, once both know each other: 1500, the decode aborts it
@@ -100,10 +102,15 @@ SHAPES = {
     # SGLang's own failure injection (utils.py _poll_with_failure_injection,
     # what its peer-liveness test uses): a poll SGLang sees as Failed while the
     # backend's room is fine; both sides run their failure paths on live rooms
-    "inject": dict(p=_tp(1), d=_tp(1), env={"SGLANG_TEST_DISAGG_FAILURE_PROB": "0.02"},
+    "inject": dict(p=_tp(1), d=_tp(1), env={"SGLANG_TEST_DISAGG_FAILURE_PROB": "0.004"},
                    phases=[[R(1800 + i, 60 + 37 * i) for i in range(16)]],
                    expect={"decode": {1800 + i: "any" for i in range(16)},
                            "prefill": {1800 + i: "any" for i in range(16)}}),
+    # a busy scheduler (a long forward, CUDA graph capture): each side's loop
+    # stops for 3x the heartbeat detection time (1 s x 5) mid-stream, every
+    # room must still succeed
+    "busy": dict(p=_tp(1), d=_tp(1), phases=[[R(1850 + i, 300 + 50 * i) for i in range(6)]],
+                 stall_s=15.0),
     "kill": dict(p=_tp(1), d=_tp(1),
                  phases=[[R(1700 + i, 600 + 40 * i) for i in range(4)],
                          [R(1710 + i, 100 + 90 * i) for i in range(4)]],
@@ -179,6 +186,7 @@ def run_prefill(a, shape, idx, phase0=0):
     killing = shape == "kill" and phase0 == 0
 
     def rank(k):
+        stalled = []
         r = H.PrefillRank(spec["p"][k], "kvferry", port, host="127.0.0.1",
                           gloo_path=os.path.join(a.dir, f"{tag}.gloo"))
         built.wait()
@@ -202,6 +210,11 @@ def run_prefill(a, shape, idx, phase0=0):
                             # Scheduler.abort_request, prefill: a bootstrap-queue request
                             req.disagg_kv_sender.abort()
                             req.aborted_by_harness = True
+                if spec.get("stall_s") and not stalled and r.sched.chunked_req is not None \
+                        and r.sched.chunked_req.start_send_idx > 0:
+                    stalled.append(time.monotonic())
+                    out(f"sglang-real: shape={shape} role=prefill stalls {spec['stall_s']} s mid-request")
+                    time.sleep(spec["stall_s"])  # no turn(), no progress(): a long forward
                 if killing and k == 0:
                     c = r.sched.chunked_req
                     if c is not None and c.start_send_idx > 0 and not r.sched.disagg_prefill_inflight_queue:
@@ -269,8 +282,14 @@ def run_decode(a, shape, idx):
                     if dr.req.bootstrap_room == 1500:
                         dr.kv_receiver.abort()
                         aborted.add(1500)
+            stalled = False
             while time.monotonic() < end:
                 r.turn()
+                if spec.get("stall_s") and not stalled and r.done and r.sched.disagg_decode_transfer_queue.queue:
+                    stalled = True
+                    out(f"sglang-real: shape={shape} role=decode stalls {spec['stall_s']} s with "
+                        f"{len(r.sched.disagg_decode_transfer_queue.queue)} requests in transfer")
+                    time.sleep(spec["stall_s"])
                 if shape == "abort":
                     for dr in r.sched.disagg_decode_transfer_queue.queue:
                         if dr.req.bootstrap_room == 1501 and 1501 not in aborted:
