@@ -65,6 +65,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+import threading
 import time
 from array import array
 from pathlib import Path
@@ -218,8 +219,6 @@ def register_backend(name: str, classes) -> object:
     _EXTRA_BACKENDS[key] = classes
     return u.TransferBackend[key]
 
-
-import threading  # noqa: E402
 
 _rank_shape = threading.local()  # the Shape of the rank being built on this thread
 
@@ -631,13 +630,34 @@ def make_req(r: Request, bootstrap_host: str, bootstrap_port: Optional[int], mod
     return req
 
 
+class PPChannel:
+    """The pipeline's point-to-point objects between the PP stages of one
+    prefill (threads of one process): what
+    scheduler_pp_mixin.event_loop_pp_disagg_prefill sends down the stages
+    (_pp_send_pyobj_to_next_stage) and back, reduced to one synchronous
+    round per turn."""
+
+    def __init__(self, stages: int):
+        self.stages = stages
+        self.slots: List = [None] * stages
+        self.barrier = threading.Barrier(stages)
+
+    def gather(self, stage: int, value):
+        self.slots[stage] = value
+        self.barrier.wait()
+        out = list(self.slots)
+        self.barrier.wait()
+        return out
+
+
 class PrefillRank:
     """One prefill rank: a Scheduler made of SGLang's prefill mixin and the
-    attributes its queue code reads, and SGLang's PrefillBootstrapQueue."""
+    attributes its queue code reads, and SGLang's PrefillBootstrapQueue.
+    With pp_size > 1, pp is the PPChannel of its stages."""
 
     def __init__(self, shape: Shape, backend_name: str, bootstrap_port: int, host: str = "127.0.0.1",
                  ib_device: Optional[str] = None, gloo_path: str = "/tmp/kvf-sg-gloo-p",
-                 server_args_extra: Optional[Dict] = None):
+                 server_args_extra: Optional[Dict] = None, pp: Optional[PPChannel] = None):
         load()
         self.shape = shape
         self.backend = backend(backend_name)
@@ -668,6 +688,7 @@ class PrefillRank:
             pp_rank=shape.pp_rank, pp_size=shape.pp_size, transfer_backend=self.backend)
         sched.disagg_prefill_inflight_queue = []
         self.kv_manager = sched.disagg_prefill_bootstrap_queue.kv_manager
+        self.pp = pp
         self.bootstrap_host, self.bootstrap_port = host, bootstrap_port
         self.requests: Dict[int, Request] = {}
         self.running: List = []          # requests with chunks left (the harness's batch queue)
@@ -727,7 +748,10 @@ class PrefillRank:
         if progress is not None:
             progress()
         # 2.
-        s.waiting_queue.extend(s.disagg_prefill_bootstrap_queue.pop_bootstrapped())
+        if self.pp is None:
+            s.waiting_queue.extend(s.disagg_prefill_bootstrap_queue.pop_bootstrapped())
+        else:
+            self._pp_bootstrap()
         # 3. the chunk that ran last turn is sent now (non-overlap scheduler)
         if s.chunked_req is not None:
             s.process_prefill_chunk(last_batch=None, running_batch=_RunningBatch())
@@ -749,7 +773,8 @@ class PrefillRank:
             else:
                 s.chunked_req = req
         # 6.
-        for req in s.process_disagg_prefill_inflight_queue():
+        status = self._pp_transferred() if self.pp is not None else None
+        for req in s.process_disagg_prefill_inflight_queue(transfer_status=status):
             fr = req.finished_reason
             self.done[req.bootstrap_room] = "ok" if type(fr).__name__ == "FINISH_LENGTH" else \
                 f"failed: {getattr(fr, 'message', fr)}"
@@ -758,6 +783,35 @@ class PrefillRank:
             if S.utils.is_aborted(req) and req.bootstrap_room not in self.done:
                 self.done[req.bootstrap_room] = f"failed: {req.finished_reason.message}"
         s.output_streamer.streamed.clear()
+
+    # PP: event_loop_pp_disagg_prefill's consensus, each stage's own
+    # queue methods, SGLang's helpers to combine them (scheduler_pp_mixin.py)
+    def _pp_bootstrap(self):
+        """_pp_pd_get_bootstrapped_ids (each stage's
+        get_ready_bootstrapped_rids_for_pp, intersected / united down the
+        stages), then process_bootstrapped_queue with the last stage's
+        consensus: pop_bootstrapped(pp_good_rids=, pp_bad_rids=)."""
+        from sglang.srt.managers import scheduler_pp_mixin as ppm
+        q = self.sched.disagg_prefill_bootstrap_queue
+        local = q.get_ready_bootstrapped_rids_for_pp()
+        aborted = {r.rid for r in q.queue if isinstance(r.finished_reason, S.sb.FINISH_ABORT)}
+        good, bad = None, None
+        for g, b in self.pp.gather(self.shape.pp_rank, local):
+            good = list(g) if good is None else ppm._pp_ordered_intersection(good, g)
+            bad = list(b) if bad is None else ppm._pp_ordered_union(bad, b)
+        good, bad = ppm.SchedulerPPMixin._route_aborts_to_bad(good, bad, aborted)
+        good_reqs, _failed = q.pop_bootstrapped(return_failed_reqs=True, pp_good_rids=good,
+                                                pp_bad_rids=bad)
+        self.sched.waiting_queue.extend(good_reqs)
+
+    def _pp_transferred(self):
+        """_pp_pd_get_prefill_transferred_ids: each stage's
+        get_transferred_rids, merged down the stages (_pp_merge_transfer_status)."""
+        from sglang.srt.managers import scheduler_pp_mixin as ppm
+        status = None
+        for st in self.pp.gather(self.shape.pp_rank, self.sched.get_transferred_rids()):
+            status = st if status is None else ppm._pp_merge_transfer_status(previous=status, current=st)
+        return status
 
     def idle(self) -> bool:
         s = self.sched

@@ -15,6 +15,8 @@ exits. Shapes (SHAPES below; the same list on both sides):
   tp2to1   prefill TP 2 -> decode TP 1 (fan-in, each prefill rank half the heads)
   tp1to2   prefill TP 1 -> decode TP 2 (fan-out, each decode rank half the heads)
   mla      MLA, prefill TP 1 -> decode TP 2 (every decode rank the whole latent)
+  pp       a 2-stage PP prefill (each stage a thread with its layers, the PP
+           consensus of scheduler_pp_mixin) -> one decode rank with all layers
   hybrid   a hybrid (Mamba2) model: SGLang's hybrid pools, the state region
            (StateType.MAMBA), every state slot checked
   prefix   SGLang's decode prefix cache (RadixCache): later requests sharing a
@@ -76,6 +78,8 @@ SHAPES = {
     "tp1to2": dict(p=_tp(1), d=_tp(2), phases=[[R(1200 + i, 40 + 83 * i) for i in range(8)]]),
     "mla": dict(p=_tp(1, mla=True), d=_tp(2, mla=True),
                 phases=[[R(1300 + i, 40 + 83 * i) for i in range(8)]]),
+    "pp": dict(p=[H.Shape(**BASE, pp_size=2, pp_rank=k) for k in (0, 1)], d=_tp(1), pp=True,
+               phases=[[R(1950 + i, 40 + 83 * i) for i in range(8)]]),
     "hybrid": dict(p=_tp(1, hybrid=True), d=_tp(1, hybrid=True),
                    phases=[[R(1900 + i, 30 + 61 * i) for i in range(8)]]),
     "prefix": dict(p=_tp(1), d=_tp(1), radix=True,
@@ -150,8 +154,9 @@ def mine(spec, role, phase):
     return [q for q in spec["phases"][phase] if q.room not in only.get(other, set())]
 
 
-def run_ranks(shapes, target):
-    """target(k) on one thread per rank; its result or traceback per rank."""
+def run_ranks(shapes, target, barriers=()):
+    """target(k) on one thread per rank; its result or traceback per rank (a
+    rank's exception breaks the barriers the others may wait on)."""
     results, errors = [None] * len(shapes), []
 
     def main(k):
@@ -159,6 +164,8 @@ def run_ranks(shapes, target):
             results[k] = target(k)
         except Exception:
             errors.append(traceback.format_exc())
+            for b in barriers:
+                b.abort()
     threads = [threading.Thread(target=main, args=(k,), name=f"rank{k}") for k in range(len(shapes))]
     for t in threads:
         t.start()
@@ -184,11 +191,12 @@ def run_prefill(a, shape, idx, phase0=0):
     tag = f"{shape}.p{phase0}"
     decode_done = os.path.join(a.dir, f"{shape}.decode.json")
     killing = shape == "kill" and phase0 == 0
+    chan = H.PPChannel(len(spec["p"])) if spec.get("pp") else None
 
     def rank(k):
         stalled = []
         r = H.PrefillRank(spec["p"][k], "kvferry", port, host="127.0.0.1",
-                          gloo_path=os.path.join(a.dir, f"{tag}.gloo"))
+                          gloo_path=os.path.join(a.dir, f"{tag}.gloo{k if chan else ''}"), pp=chan)
         built.wait()
         end = time.monotonic() + a.timeout
         for ph in range(phase0, len(spec["phases"])):
@@ -234,7 +242,8 @@ def run_prefill(a, shape, idx, phase0=0):
 
     t0 = time.monotonic()
     holder = {}
-    th = threading.Thread(target=lambda: holder.update(res=run_ranks(spec["p"], rank)))
+    barriers = [built] + ([chan.barrier] if chan else [])
+    th = threading.Thread(target=lambda: holder.update(res=run_ranks(spec["p"], rank, barriers)))
     th.start()
     try:
         built.wait(timeout=a.timeout)  # every rank built and registered

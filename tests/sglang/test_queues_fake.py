@@ -329,3 +329,45 @@ def test_loopback_hybrid_state(tmp_path):
     _assert_empty(p, d)
     for q in (p.queues(), d.queues()):
         assert q["state_free"] == q["state_total"] > 0, q
+
+
+def test_fake_backend_pp_prefill(tmp_path):
+    """A 2-stage PP prefill, each stage a thread with its own
+    PrefillBootstrapQueue (pp_rank, its layers: prefill_start_layer), its
+    pop_bootstrapped and inflight queue driven by the PP consensus of
+    scheduler_pp_mixin (get_ready_bootstrapped_rids_for_pp and
+    get_transferred_rids of each stage, combined with SGLang's own
+    _pp_ordered_intersection/_union and _pp_merge_transfer_status)."""
+    import threading
+
+    chan = H.PPChannel(2)
+    shapes = [H.Shape(pool_tokens=1024, max_reqs=8, chunk_tokens=32, pp_size=2, pp_rank=k) for k in (0, 1)]
+    reqs = [H.Request(room=500 + r, input_len=30 + 29 * r) for r in range(6)]
+    ranks, errors = [None, None], []
+    built = threading.Barrier(2)
+
+    def stage(k):
+        try:
+            r = ranks[k] = H.PrefillRank(shapes[k], "fake", 18995, gloo_path=str(tmp_path / f"g{k}"), pp=chan)
+            built.wait()
+            for q in reqs:
+                r.add(q, bootstrap_host=FAKE)
+            for _ in range(100):
+                r.turn()
+                if r.idle() and len(r.done) == len(reqs):
+                    break
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+            chan.barrier.abort()
+    ts = [threading.Thread(target=stage, args=(k,)) for k in (0, 1)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors, errors
+    assert [r.kv_manager.kv_args.prefill_start_layer for r in ranks] == [0, 2]
+    for r in ranks:
+        assert r.done == {q.room: "ok" for q in reqs}
+        q = r.queues()
+        assert (q["bootstrap"], q["waiting"], q["chunked"], q["inflight"]) == (0, 0, 0, 0), q
+        assert q["kv_free"] == q["kv_total"] and q["metadata_free"] == q["metadata_total"], q

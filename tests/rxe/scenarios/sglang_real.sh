@@ -9,7 +9,7 @@
 # the decode's deferred release). Each process imports torch and SGLang once
 # (1.5-2.5 minutes under TCG) and forks a child per shape
 # (tests/sglang/sglang_rxe.py, which describes each):
-#   tp1 tp2to1 tp1to2 mla hybrid prefix   deployment shapes, every page,
+#   tp1 tp2to1 tp1to2 mla pp hybrid prefix   deployment shapes, every page,
 #         metadata row and state slot checked at the decode
 #   abort timeout busy inject kill        failures: aborts from either side,
 #         bootstrap/waiting deadlines, a scheduler stalled 3x the heartbeat
@@ -22,7 +22,7 @@
 #   sglang_real.sh BUILD DEV0 ADDR0 DEV1 ADDR1 [SHAPES]
 . "$(dirname "$0")/common.sh"
 PY=/usr/bin/python3
-SHAPES=${1:-tp1,tp2to1,tp1to2,mla,hybrid,prefix,abort,timeout,busy,inject,kill}
+SHAPES=${1:-tp1,tp2to1,tp1to2,mla,pp,hybrid,prefix,abort,timeout,busy,inject,kill}
 HB_MS=1000 HB_MISSES=5
 BOOTSTRAP_S=60 # (a shape sets SGLang's own timeouts where it tests them)
 repo=$(cd "$(dirname "$0")/../../.." && pwd -P)
