@@ -106,7 +106,7 @@ SHAPES = {
     # SGLang's own failure injection (utils.py _poll_with_failure_injection,
     # what its peer-liveness test uses): a poll SGLang sees as Failed while the
     # backend's room is fine; both sides run their failure paths on live rooms
-    "inject": dict(p=_tp(1), d=_tp(1), env={"SGLANG_TEST_DISAGG_FAILURE_PROB": "0.004"},
+    "inject": dict(p=_tp(1), d=_tp(1), env={"SGLANG_TEST_DISAGG_FAILURE_PROB": "0.001"},
                    phases=[[R(1800 + i, 60 + 37 * i) for i in range(16)]],
                    expect={"decode": {1800 + i: "any" for i in range(16)},
                            "prefill": {1800 + i: "any" for i in range(16)}}),
