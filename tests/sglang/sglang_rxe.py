@@ -325,7 +325,8 @@ def run_decode(a, shape, idx):
 def verdict(shape, role, res):
     """(ok, fields of the summary line, what was wrong)"""
     spec = SHAPES[shape]
-    bad = list(res.get("errors", []))
+    # a rank's exception: its last line (the whole traceback is in the child's stderr)
+    bad = [e.strip().splitlines()[-1] for e in res.get("errors", [])]
     phases = range(res.get("phase0", 0), len(spec["phases"]))
     want = {q.room for ph in phases for q in mine(spec, role, ph)}
     expect = spec.get("expect", {}).get(role, {})
@@ -386,8 +387,12 @@ def report(shape, role, path, status):
     good = good and status == 0
     out(f"sglang-real: shape={shape} role={role} {'PASS' if good else 'FAIL'} "
         + " ".join(f"{k}={v}" for k, v in fields.items()))
-    for w in why:
+    for w in why[:8]:
         out(f"sglang-real:   {shape} {role}: {w}")
+    if len(why) > 8:
+        out(f"sglang-real:   {shape} {role}: ... and {len(why) - 8} more")
+    for e in res.get("errors", []):
+        sys.stderr.write(f"{shape} {role}: {e}\n")
     return good
 
 
