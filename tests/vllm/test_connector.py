@@ -14,7 +14,6 @@ import importlib
 import inspect
 import time
 
-import numpy as np
 import pytest
 
 import kvferry
@@ -387,3 +386,29 @@ def _try(fn):
     except Exception as e:  # noqa: BLE001 - returned to the test
         return e
     return None
+
+
+def test_every_step_metadata_is_taken():
+    """Each step's metadata is taken once, however many times it is seen,
+    and the next one always: the worker holds the last one it took, so a
+    new metadata cannot sit at its address (an id() check could skip a
+    step's work when CPython reused the freed address)."""
+    D = decode()
+    (w,) = D.workers
+    c = w.connector
+    info = kv.prefill_info(_params())
+    reported = set()
+    for i in range(50):
+        meta = kv.KVFerryConnectorMetadata(recv={f"x{i}": kv.RecvSpec(1000 + i, info, [i % 30])})
+        c.bind_connector_metadata(meta)
+        c.start_load_kv(None)
+        c.start_load_kv(None)                      # the same metadata again: nothing new
+        _, recving = c.get_finished(set())
+        assert w.connector.worker_side._taken is meta
+        reported |= recving or set()
+        c.get_block_ids_with_load_errors()
+        c.clear_connector_metadata()
+        del meta
+    assert reported == {f"x{i}" for i in range(50)}
+    assert w.connector.kvferry_outcomes() == {"recv connect failed": 50}
+    D.shutdown()

@@ -111,7 +111,8 @@ class WorkerSide:
         self._recvs: Dict[str, _Recv] = {}
         self._invalid: Set[int] = set()     # blocks of failed receives, not reported yet
         self._done_recv: Set[str] = set()   # receives to report this step
-        self._taken: Optional[int] = None  # id() of the metadata already taken
+        # the metadata already taken, held: its id() cannot be reused by the next
+        self._taken: Optional[KVFerryConnectorMetadata] = None
         # outcomes by kind and reason: "send ok", "recv peer lost", ...
         self.outcomes: collections.Counter = collections.Counter()
         self.deferred = 0  # rooms that ended FAILED and had to wait for quiescence
@@ -189,9 +190,12 @@ class WorkerSide:
     def take(self, meta: Optional[KVFerryConnectorMetadata]) -> None:
         """Start this step's receives and record its sends, once per
         metadata (start_load_kv or get_finished, whichever comes first)."""
-        if meta is None or id(meta) == self._taken or self.engine is None:
+        if meta is None or meta is self._taken or self.engine is None:
             return
-        self._taken = id(meta)
+        self._taken = meta
+        if meta.recv or meta.send:
+            log.debug("kvferry: step metadata: receive %s, send %s", sorted(meta.recv),
+                      sorted(meta.send))
         for rid, spec in meta.recv.items():
             self._start_recv(rid, spec)
         if meta.send and not self.producer:
