@@ -17,8 +17,8 @@
 #          errors, recomputed by vLLM's scheduler.
 #  shapes  prefill TP 2 -> decode TP 1 (fan-in, head slicing), TP 1 -> 2
 #          (fan-out learned from the decode's ROOM_INFO), MLA TP 2 -> 1 (one
-#          data rank, one dummy): 8 requests each, every byte checked on
-#          every decode rank.
+#          data rank, one dummy) and MLA TP 1 -> 2 (the same latent KV to
+#          both): 8 requests each, every byte checked on every decode rank.
 #   vllm.sh BUILD DEV0 ADDR0 DEV1 ADDR1 [full|shapes|all]
 . "$(dirname "$0")/common.sh"
 PY=/usr/bin/python3
@@ -98,7 +98,7 @@ shape() { # PTP DTP MLA(0|1)
 case $what in full | all) full ;; esac
 if [ "$what" = shapes ] || [ "$what" = all ]; then
 	failed=()
-	for s in "2 1 0" "1 2 0" "2 1 1"; do
+	for s in "2 1 0" "1 2 0" "2 1 1" "1 2 1"; do
 		# shellcheck disable=SC2086
 		shape $s || failed+=("$s")
 	done
