@@ -61,6 +61,7 @@ sys.path.insert(0, HERE)
 import harness as H  # noqa: E402
 
 BOOTSTRAP_PORT0 = 18980  # + the shape's index
+GRACE_S = 25  # how long a prefill serves on once its decode is done (> the shapes' bootstrap timeouts)
 R = H.Request
 BASE = dict(pool_tokens=4096, max_reqs=32, max_context=1024, chunk_tokens=64)
 
@@ -209,15 +210,16 @@ def run_prefill(a, shape, idx, phase0=0):
             reqs = mine(spec, "prefill", ph)
             for q in reqs:
                 r.add(q)
+                if shape == "abort" and q.room == 1502:
+                    # Scheduler.abort_request, prefill: a bootstrap-queue request
+                    # (aborted as it arrives: still in the queue, whatever the decode did)
+                    for req in r.sched.disagg_prefill_bootstrap_queue.queue:
+                        if req.bootstrap_room == 1502:
+                            req.disagg_kv_sender.abort()
             want = {q.room for q in reqs}
+            decode_ended = None
             while time.monotonic() < end:
                 r.turn()
-                if shape == "abort" and ph == 1:
-                    for req in r.sched.disagg_prefill_bootstrap_queue.queue:
-                        if req.bootstrap_room == 1502 and not getattr(req, "aborted_by_harness", False):
-                            # Scheduler.abort_request, prefill: a bootstrap-queue request
-                            req.disagg_kv_sender.abort()
-                            req.aborted_by_harness = True
                 if spec.get("stall_s") and not stalled and r.sched.chunked_req is not None \
                         and r.sched.chunked_req.start_send_idx > 0:
                     stalled.append(time.monotonic())
@@ -230,8 +232,12 @@ def run_prefill(a, shape, idx, phase0=0):
                             f"sent_tokens={c.start_send_idx} of {len(c.origin_input_ids)}")
                         write_file(os.path.join(a.dir, f"{shape}.prefill-killme"), "now\n")
                         time.sleep(3600)  # SIGKILLed by the parent
-                if (r.idle() and want <= set(r.done)) or os.path.exists(decode_done):
-                    break  # (the decode ended: done, or gave up)
+                if r.idle() and want <= set(r.done):
+                    break
+                if decode_ended is None and os.path.exists(decode_done):
+                    decode_ended = time.monotonic()
+                if decode_ended is not None and time.monotonic() - decode_ended > GRACE_S:
+                    break  # the decode ended long ago: what is left waits for nothing
                 time.sleep(0.002)
         while time.monotonic() < end and not os.path.exists(decode_done):
             r.turn()  # keep serving (heartbeats) until the decode is done
