@@ -110,7 +110,7 @@ int kvf_auth_check(const struct kvf_frame *f, uint8_t peer_role, const struct kv
 		if (why && wlen)
 			snprintf(why, wlen, "the peer refused the connection: %s",
 				 kvf_auth_refusal_str((enum kvf_auth_refusal)f->auth.status));
-		return KVF_AUTH_PEER_REFUSED;
+		return -ECONNREFUSED;
 	}
 	if (f->auth.role != peer_role)
 		return refuse(KVF_AUTH_MALFORMED, why, wlen, peer_role == KVF_SENDER ?

@@ -52,9 +52,10 @@ int kvf_auth_refuse(void *buf, size_t cap, uint8_t role, unsigned code,
 /*
  * Check a decoded AUTH frame f, a proof expected from peer_role, against
  * our own view mine of the connection under token. Returns 0 (it proves the
- * token) or the refusal (enum kvf_auth_refusal), with why saying what
- * differs, checked in this order:
- *   KVF_AUTH_PEER_REFUSED  f is the peer's refusal, not a proof
+ * token), a refusal of ours (enum kvf_auth_refusal, from 1), or
+ * -ECONNREFUSED (the peer refuses us), with why saying what differs,
+ * checked in this order:
+ *   -ECONNREFUSED          f is the peer's refusal, not a proof
  *   KVF_AUTH_MALFORMED     the wrong role (a proof reflected back at us)
  *   KVF_AUTH_REPLAY        its nonces are not this connection's
  *   KVF_AUTH_IDENTITY      its QP numbers or GIDs are not the ones we see

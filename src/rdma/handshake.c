@@ -185,7 +185,7 @@ void kvf_handshake_on_recv(struct kvf_conn *c, const uint8_t *buf, uint32_t len)
 	}
 	atomic_fetch_add_explicit(&c->t->st_frames_rx[KVF_FR_AUTH], 1, memory_order_relaxed);
 	rc = kvf_auth_check(&f, peer_role(c), &c->hs.id, c->t->cfg.auth_token, why, sizeof(why));
-	if (rc == KVF_AUTH_PEER_REFUSED)
+	if (rc == -ECONNREFUSED)
 		refused_by_peer(c, &f, "its check of our proof");
 	else if (rc > 0)
 		refuse(c, (unsigned)rc, why);

@@ -133,7 +133,8 @@ struct conn {
 	uint8_t req[KVF_WIRE_CM_LEN];      /* our connect private data, as sent */
 	uint8_t proof[KVF_WIRE_AUTH_LEN];  /* our proof, as sent */
 	struct kw_auth_id who;             /* the connection as we see it */
-	double est_t, gone_t;              /* ESTABLISHED, and the prefill's disconnect */
+	double est_t, refused_t, gone_t;   /* ESTABLISHED, the prefill's refusal, and its
+	                                      disconnect (a DREQ may be retried: later) */
 	uint32_t leaks;                    /* frames the prefill sent before our proof held */
 	int refusal;                       /* the prefill's refusal code, -1 none */
 };
@@ -629,11 +630,15 @@ static int send_raw(struct peer *p, struct conn *c, const uint8_t *frame, size_t
 /* Our proof under token, kept as sent (replay sends it again). */
 static int send_proof(struct peer *p, struct conn *c, const char *token)
 {
+	char dg[INET6_ADDRSTRLEN] = "?", pg[INET6_ADDRSTRLEN] = "?";
+
 	if (!kw_encode_auth(c->proof, sizeof(c->proof), KVF_WIRE_ROLE_RECEIVER, KVF_WIRE_AUTH_PROOF,
 			    &c->who, token))
 		return -EIO;
-	printf("fake_peer: AUTH proof sent (our qp 0x%x, the prefill's 0x%x)\n", c->who.decode_qpn,
-	       c->who.prefill_qpn);
+	inet_ntop(AF_INET6, c->who.decode_gid, dg, sizeof(dg));
+	inet_ntop(AF_INET6, c->who.prefill_gid, pg, sizeof(pg));
+	printf("fake_peer: AUTH proof sent (decode qp 0x%x gid %s, prefill qp 0x%x gid %s)\n",
+	       c->who.decode_qpn, dg, c->who.prefill_qpn, pg);
 	return send_raw(p, c, c->proof, sizeof(c->proof));
 }
 
@@ -666,6 +671,7 @@ static int await_answer(struct peer *p, struct conn *c, const char *token, doubl
 			static const uint8_t zero[KVF_WIRE_AUTH_MAC_SIZE];
 
 			c->refusal = f.status;
+			c->refused_t = kvt_mono();
 			snprintf(c->why, sizeof(c->why), "%s", kw_auth_name(f.status) ?
 				 kw_auth_name(f.status) : "unknown refusal");
 			if (memcmp(f.mac, zero, sizeof(zero)))
@@ -861,7 +867,7 @@ static int refused_conn(struct peer *p, const uint8_t *req, const uint8_t *proof
 	if (rc == 1)
 		await_gone(p, &c, 5);
 	conn_close(p, &c);
-	*took = c.disc ? c.gone_t - c.est_t : -1;
+	*took = c.refusal >= 0 ? c.refused_t - c.est_t : -1;
 	if (rc != 1)
 		return printf("fake_peer: no refusal: %s\n", rc ? c.why : "the prefill's proof came"),
 		       -EPROTO;
@@ -899,19 +905,19 @@ static int auth_mode(struct peer *p)
 		printf("fake_peer: connection 1: %u rooms checked; replaying its connect data and "
 		       "proof on connection 2\n", p->ok);
 	}
-	if (refused_conn(p, req, proof, want, &took))
+	if (refused_conn(p, o->mode == M_REPLAY ? req : NULL, proof, want, &took))
 		return result(false, "%s: not refused as %s, or the prefill sent more than its "
 			      "refusal", mode_names[o->mode], kw_auth_name((unsigned)want));
 	if (o->mode == M_SILENT && (took > bound || took < o->auth_ms / 1000.0 - 0.2))
-		return result(false, "dropped %.2f s after ESTABLISHED, want %.1f to %.1f s", took,
+		return result(false, "refused %.2f s after ESTABLISHED, want %.1f to %.1f s", took,
 			      o->auth_ms / 1000.0 - 0.2, bound);
 	if (o->mode == M_SILENT || o->mode == M_EARLY)
 		rooms_on_new_conn(p, 0, o->rooms);
 	if (o->mode != M_BAD_TOKEN && (p->ok != o->rooms || p->bad_words))
 		return result(false, "%u of %u rooms checked on the right connection, %u bad words",
 			      p->ok, o->rooms, p->bad_words);
-	return result(true, "refused as expected: %s; nothing but the refusal from the prefill, "
-		      "disconnected %.2f s after ESTABLISHED%s", kw_auth_name((unsigned)want), took,
+	return result(true, "refused as expected: %s, %.2f s after ESTABLISHED; nothing but the "
+		      "refusal from the prefill, then its disconnect%s", kw_auth_name((unsigned)want), took,
 		      o->mode == M_BAD_TOKEN ? "" : "; every room on the right connection");
 }
 

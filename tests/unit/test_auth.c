@@ -147,8 +147,8 @@ Test(auth, a_refusal_has_no_mac)
 	cr_expect_eq(memcmp(b + KVF_PROTO_AUTH_MAC_OFF, zero, sizeof(zero)), 0);
 	cr_assert_eq(kvf_proto_decode(b, sizeof(b), &lim, &f, NULL, why, sizeof(why)), 0, "%s", why);
 	cr_expect_eq(f.auth.status, KVF_AUTH_BAD_TOKEN);
-	cr_expect_eq(kvf_auth_check(&f, KVF_SENDER, &id, "t", why, sizeof(why)),
-		     KVF_AUTH_PEER_REFUSED);
+	cr_expect_eq(kvf_auth_check(&f, KVF_SENDER, &id, "t", why, sizeof(why)), -ECONNREFUSED,
+		     "the peer's refusal is no proof, and not a refusal of ours");
 	cr_expect(strstr(why, "bad token") != NULL, "%s", why);
 	/* a refusal with a MAC in it is not a refusal kvferry takes */
 	b[KVF_PROTO_AUTH_MAC_OFF + 5] = 1;

@@ -66,8 +66,9 @@ bind=() dargs=() fargs=()
 # the peer's registration can refuse it
 [ $fmode = mr-overrun ] && dargs=(--pool-blocks 64) fargs=(--src-pool-blocks 64)
 # replay: the replayed connection comes after every room is done, so the
-# prefill must still listen then
-[ $fmode = replay ] && dargs=(--linger 8)
+# prefill must still listen then; and its /metrics are read after the peer
+# is done, every room with it
+case $fmode in replay|silent|early) dargs=(--linger 8) ;; esac
 [ "$ADDR1" != "$ADDR0" ] && bind=(--bind "$ADDR1")
 note "prefill driver on $DEV0 $ADDR0:$port; fake_peer ($fmode) from ${ADDR1}; $rooms rooms, bad room $bad"
 timeout -k 5 60 "$DRIVER" --role prefill --config "$W/p.conf" "${shape[@]}" "${dargs[@]}" --timeout 45 \
