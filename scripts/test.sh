@@ -11,7 +11,8 @@
 #    /usr/bin/python3) and SGLang's own disaggregation queues on its FAKE
 #    backend (pytest tests/sglang: the pinned SGLang tree, KVF_SGLANG_SRC,
 #    default ../shared/sglang/python; missing: skipped, a failure under
-#    CI=true), and installs the package with pip into a scratch dir;
+#    CI=true), kvferry.vllm in vLLM's connector call order (pytest
+#    tests/vllm, no RDMA), and installs the package with pip into a scratch dir;
 # 3b. checks the room protocol model with spin (tests/model/run.sh);
 # 4. runs the RDMA suite tests/rxe/run.sh: on this host's RDMA device when it
 #    has one (ibv_devices lists one), else inside a qemu guest with soft-RoCE
@@ -134,16 +135,25 @@ if [ $built = 1 ] && compgen -G "$build/python/kvferry/_kvferry*.so" > /dev/null
 	if [ $ci = 0 ] && grep -q 'not run: ' "$log"; then
 		summary+=("sglang queues: SKIPPED ($(grep -o 'not run: .*' "$log" | head -n1); CI=true makes this a failure)")
 	fi
+	rc_sg=$rc
+	# kvferry.vllm in vLLM 00f4240's connector call order, no RDMA (its own
+	# process too: the torch import of its layout tests)
+	summarized vllm 'vllm connector (pytest): ' '^=* ?[0-9]+ (passed|failed|skipped)' \
+		env PYTHONPATH="$build/python" "$KVF_PY" -m pytest -q -p no:cacheprovider -rs "$KVF_REPO/tests/vllm"
+	if [ $ci = 0 ] && grep -q 'not run: ' "$log"; then
+		summary+=("vllm connector: SKIPPED ($(grep -o 'not run: .*' "$log" | head -n1); CI=true makes this a failure)")
+	fi
+	rc_vl=$rc
 	pipdir=$(mktemp -d /tmp/kvf-pip.XXXXXX)
 	if "$KVF_PY" -m pip install -q --root-user-action=ignore --no-build-isolation --no-deps --target "$pipdir" "$KVF_REPO" &&
-		PYTHONPATH="$pipdir" "$KVF_PY" -c 'import kvferry, kvferry.sglang; kvferry.Engine().close(); print("pip install .: kvferry", kvferry.__file__)'; then
+		PYTHONPATH="$pipdir" "$KVF_PY" -c 'import kvferry, kvferry.sglang, kvferry.vllm; kvferry.Engine().close(); print("pip install .: kvferry", kvferry.__file__)'; then
 		summary+=("python (pip install .): ok")
 	else
 		summary+=("python (pip install .): FAILED")
 		status=1
 	fi
 	rm -rf "$pipdir"
-	section_end "python package" "pytest exit $rc_py, sglang queues exit $rc"
+	section_end "python package" "pytest exit $rc_py, sglang queues exit $rc_sg, vllm connector exit $rc_vl"
 else
 	problem python "the extension module was not built (python3-dev missing, or the build failed)"
 	section_end "python package" "not run"

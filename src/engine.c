@@ -2,6 +2,7 @@
 /* The engine: lifetime, progress(), stats and dump. The room API is in
  * api.c, the state machine in room.c. */
 #include "engine.h"
+#include "guard.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -125,6 +126,8 @@ int kvf_engine_create(const struct kvf_config *cfg, const struct kvf_transport_o
 		return rc;
 	}
 	eng->next_summary_ns = kvf_now(eng) + (uint64_t)cfg->summary_interval_s * 1000000000ull;
+	atomic_flag_clear(&eng->busy);
+	kvf_guard_track(eng);
 	*out = eng;
 	return 0;
 }
@@ -227,8 +230,10 @@ void kvf_engine_close(kvf_engine *eng)
 
 	if (!eng)
 		return;
+	kvf_guard_untrack(eng);
 	/* Stop the HTTP thread and the poller first: after this nothing
-	 * reads a snapshot or produces into the ring. */
+	 * reads a snapshot or produces into the ring (in a child after fork
+	 * both are the parent's: guard.c left nothing to stop). */
 	kvf_metrics_fini(eng);
 	if (eng->ops && eng->ops->close)
 		eng->ops->close(eng->t);
@@ -306,15 +311,14 @@ static void log_summary(struct kvf_engine *eng, uint64_t now)
 	eng->next_summary_ns = now + (uint64_t)eng->cfg.summary_interval_s * 1000000000ull;
 }
 
-int kvf_progress(kvf_engine *eng)
+/* kvf_progress's work, once the guard let the call in. */
+static int progress(kvf_engine *eng)
 {
 	struct kvf_early_ent e;
 	uint64_t now;
 	uint32_t slot;
 	int n;
 
-	if (!eng)
-		return -EINVAL;
 	if (eng->wait_armed)
 		kvf_engine_wait_end(eng);
 	n = drain_ring(eng);
@@ -332,6 +336,20 @@ int kvf_progress(kvf_engine *eng)
 	if (eng->cfg.summary_interval_s && now >= eng->next_summary_ns)
 		log_summary(eng, now);
 	kvf_metrics_tick(eng, now);
+	return n;
+}
+
+int kvf_progress(kvf_engine *eng)
+{
+	int n;
+
+	if (!eng)
+		return -EINVAL;
+	n = kvf_guard_enter(eng, "kvf_progress");
+	if (n)
+		return n;
+	n = progress(eng);
+	kvf_guard_leave(eng);
 	return n;
 }
 
@@ -376,6 +394,7 @@ int kvf_stats(const kvf_engine *eng, struct kvf_stats *out)
 	st.ring_stalls = kvf_ring_stalls(eng->ring);
 	st.tombstones_live = eng->early.ntomb;
 	st.early_infos_live = eng->early.ninfo;
+	st.calls_concurrent = atomic_load_explicit(&eng->calls_concurrent, memory_order_relaxed);
 	st.oldest_inflight_ns = 0;
 	if (eng->inflight_head)
 		st.oldest_inflight_ns = kvf_now(eng) - eng->slots[eng->inflight_head - 1].state_ns;

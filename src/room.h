@@ -5,6 +5,7 @@
 #define KVF_ROOM_H
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -167,6 +168,11 @@ struct kvf_engine {
 
 	uint64_t next_summary_ns;
 	struct kvf_stats st;
+	/* guard.c: a second thread in progress/wait, a child after fork() */
+	atomic_flag busy;
+	_Atomic uint64_t calls_concurrent;
+	bool forked;
+	uint32_t fork_logged;
 	/* Transitions taken, per role, from, to: the table's walk test reads
 	 * it; a disallowed one stays 0 (debug builds assert it). */
 	uint64_t transitions[2][KVF_ROOM_NSTATES][KVF_ROOM_NSTATES];

@@ -21,6 +21,7 @@
 
 #include "engine.h"
 #include "metrics.h"
+#include "guard.h"
 #include "room.h"
 
 static uint64_t until(uint64_t now, uint64_t when)
@@ -88,10 +89,15 @@ static uint64_t arm_and_bound(struct kvf_engine *eng)
 int kvf_engine_wait_prepare(kvf_engine *eng)
 {
 	uint64_t ns, ms;
+	int rc;
 
 	if (!eng)
 		return -EINVAL;
+	rc = kvf_guard_enter(eng, "kvf_engine_wait_prepare");
+	if (rc)
+		return rc;
 	ns = arm_and_bound(eng);
+	kvf_guard_leave(eng);
 	if (ns == 0)
 		return 0;
 	/* Rounded up: a poll in ms wakes at or after the deadline, never
@@ -120,12 +126,18 @@ int kvf_engine_wait(kvf_engine *eng, int timeout_ms)
 
 	if (!eng)
 		return -EINVAL;
+	rc = kvf_guard_enter(eng, "kvf_engine_wait");
+	if (rc)
+		return rc;
 	cap = timeout_ms < 0 ? UINT64_MAX : (uint64_t)timeout_ms * 1000000u;
 	ns = arm_and_bound(eng);
-	if (ns == 0)
+	if (ns == 0) {
+		kvf_guard_leave(eng);
 		return 1;
+	}
 	rc = cap ? sleep_fd(eng->wake_fd, min_u64(ns, cap)) : 0;
 	woke = kvf_engine_wait_end(eng);
+	kvf_guard_leave(eng);
 	if (rc < 0)
 		return rc;
 	/* Woken, or the limit was the engine's (a deadline is due now). */

@@ -235,6 +235,11 @@ struct kvf_stats {
 	uint64_t keepalives_sent;
 	uint64_t keepalives_acked;
 	uint64_t keepalives_late;
+	/* Misuse refused (docs/chaos.md, "What a user may do wrong"): calls of
+	 * kvf_progress / kvf_engine_wait / kvf_engine_wait_prepare made while
+	 * another thread was in one of them (-EBUSY; an engine is one
+	 * scheduler thread's). */
+	uint64_t calls_concurrent;
 	/* The token's proof (docs/wire.md 4.4), per connection: peers whose
 	 * proof verified, connections refused before they carried anything
 	 * (by reason), and frames received from a peer that had not proved

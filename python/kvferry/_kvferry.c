@@ -899,6 +899,7 @@ static PyStructSequence_Field stats_fields[] = {
 	{ "keepalives_sent", NULL },
 	{ "keepalives_acked", NULL },
 	{ "keepalives_late", NULL },
+	{ "calls_concurrent", NULL },
 	{ "auth_ok", "peers whose proof of rdma.auth_token held" },
 	{ "auth_refused", "connections refused before they carried anything, per reason name" },
 	{ "auth_dropped", "frames dropped unread from peers that had not proved themselves" },
@@ -972,6 +973,7 @@ static PyObject *engine_stats(EngineObject *self, PyObject *unused)
 	U64(keepalives_sent);
 	U64(keepalives_acked);
 	U64(keepalives_late);
+	U64(calls_concurrent);
 	U64(auth_ok);
 	SET(named_counts(st.auth_refused, KVF_AUTH_NUM, auth_name));
 	U64(auth_dropped);

@@ -201,6 +201,8 @@ TESTS=(
 	# kvferry.sglang driven as SGLang does, two Python processes (issue 10)
 	"kvf_python_sglang|300|\$repo/tests/rxe/scenarios/python_sglang.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1"
 	"kvf_python_sglang_shapes|600|\$repo/tests/rxe/scenarios/python_sglang_shapes.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1"
+	# issue 21: kvferry.vllm driven in vLLM 00f4240's connector call order, two processes
+	"kvf_vllm|900|\$repo/tests/rxe/scenarios/vllm.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 all"
 	# issue 24: SGLang's own queue code (the pinned tree) drives kvferry.sglang,
 	# one process per side importing SGLang once, a fork per shape
 	"kvf_sglang_real|900|\$repo/tests/rxe/scenarios/sglang_real.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1"

@@ -65,6 +65,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+import threading
 import time
 from array import array
 from pathlib import Path
@@ -219,33 +220,54 @@ def register_backend(name: str, classes) -> object:
     return u.TransferBackend[key]
 
 
-import threading  # noqa: E402
-
 _rank_shape = threading.local()  # the Shape of the rank being built on this thread
+
+
+def workarounds() -> set:
+    """KVF_SGR_WORKAROUNDS: test-side stand-ins for kvferry.sglang gaps the
+    harness found, for debugging runs only (the suite sets none): each one is
+    NOT what SGLang or kvferry does.
+      decode_heads        fill the decode's KVArgs.kv_head_num/total_kv_head_num
+                          from its pool (decode.py's _init_kv_manager sets neither)
+      metric_after_clear  sender.get_transfer_metric() after clear() answers an
+                          empty metric (SGLang calls it after clear())"""
+    return {w for w in os.environ.get("KVF_SGR_WORKAROUNDS", "").split(",") if w}
 
 
 def _kvferry_classes():
     from sglang.srt.disaggregation.base import KVArgs
 
+    import kvferry
     import kvferry.sglang as ks
     K = S.utils.KVClassType
-    manager = ks.KVManager
-    if os.environ.get("KVF_SGR_DECODE_HEADS_WORKAROUND") == "1":
-        # NOT what SGLang does (debugging only, never in the suite): decode.py's
-        # _init_kv_manager sets no kv_head_num / total_kv_head_num; this fills
-        # them from the rank's pool before kvferry's manager reads them
-        class manager(ks.KVManager):  # noqa: N801
+    manager, sender = ks.KVFerryKVManager, ks.KVFerryKVSender
+    w = workarounds()
+    if "decode_heads" in w:
+        class manager(ks.KVFerryKVManager):  # noqa: N801
             def __init__(self, args, mode, server_args, is_mla_backend=False, **kw):
                 sh = getattr(_rank_shape, "shape", None)
                 if sh is not None and not is_mla_backend and not getattr(args, "kv_head_num", 0):
                     args.kv_head_num, args.total_kv_head_num = sh.heads, sh.total_kv_heads
                 super().__init__(args, mode, server_args, is_mla_backend, **kw)
-    return {K.KVARGS: KVArgs, K.MANAGER: manager, K.SENDER: ks.KVSender,
+    if "metric_after_clear" in w:
+        class sender(ks.KVFerryKVSender):  # noqa: N801
+            def get_transfer_metric(self):
+                try:
+                    return super().get_transfer_metric()
+                except kvferry.KVFerryError:
+                    return S.base.KVTransferMetric()
+    return {K.KVARGS: KVArgs, K.MANAGER: manager, K.SENDER: sender,
             K.RECEIVER: ks.KVReceiver, K.BOOTSTRAP_SERVER: ks.KVBootstrapServer}
 
 
 def use_kvferry():
     """TransferBackend.KVFERRY -> kvferry.sglang's classes."""
+    if workarounds():
+        # the patched get_kv_class imports kvferry.sglang's names itself
+        import kvferry.sglang as ks
+        K = S.utils.KVClassType
+        c = _kvferry_classes()
+        ks.KVManager, ks.KVSender = c[K.MANAGER], c[K.SENDER]
     return register_backend("kvferry", _kvferry_classes)
 
 
@@ -287,6 +309,17 @@ class Shape:
     max_reqs: int = 16           # ReqToTokenPool rows
     max_context: int = 1024
     chunk_tokens: int = 64       # chunked prefill: tokens per chunk (a multiple of page_size)
+    hybrid: bool = False         # a hybrid (Mamba2) model: the odd layers are linear
+                                 # attention with a per-request state slot, the even
+                                 # ones full attention with KV pages
+
+    @property
+    def attn_layers(self) -> List[int]:   # this rank's layers that hold KV pages
+        return [x for x in self.stage_layers if not (self.hybrid and x % 2)]
+
+    @property
+    def mamba_layers(self) -> List[int]:
+        return [x for x in self.stage_layers if self.hybrid and x % 2]
 
     @property
     def heads(self) -> int:      # this rank's KV heads (MLA: one latent "head")
@@ -402,11 +435,15 @@ def _watched_cache(base, params, watch):
 class _Side:
     """What both sides build: the pools, the allocator, the tree cache."""
 
-    def __init__(self, shape: Shape, gloo_path: str, watch=None, radix: bool = False):
+    def __init__(self, shape: Shape, gloo_path: str, watch=None, radix: bool = False,
+                 decode: bool = False):
         torch = S.torch
         self.shape = shape
         sh = shape
-        if sh.mla:
+        self.mamba_pool = None
+        if sh.hybrid:
+            self._hybrid_pools(decode)
+        elif sh.mla:
             self.kv_pool = S.mp.MLATokenToKVPool(
                 size=sh.pool_tokens, page_size=sh.page_size, dtype=torch.float16,
                 kv_lora_rank=sh.kv_lora_rank, qk_rope_head_dim=sh.qk_rope_head_dim,
@@ -419,8 +456,20 @@ class _Side:
                 device="cpu", enable_memory_saver=False, enable_alt_stream=False,
                 start_layer=sh.stage_layers.start, end_layer=sh.stage_layers.stop - 1)
         self.allocator = _allocator(sh.pool_tokens, sh.page_size, torch.float16, self.kv_pool)
-        self.req_to_token_pool = S.mp.ReqToTokenPool(
-            size=sh.max_reqs, max_context_len=sh.max_context, device="cpu", enable_memory_saver=False)
+        if sh.hybrid:
+            pass  # built with the pools
+        elif decode:
+            # what SGLang's decode builds (kv_cache_configurator._build_decode_req_pool):
+            # max_reqs running, as many more pre-allocated or in transfer
+            self.req_to_token_pool = S.decode.DecodeReqToTokenPool(
+                size=sh.max_reqs, max_context_len=sh.max_context, device="cpu",
+                enable_memory_saver=False, pre_alloc_size=sh.max_reqs)
+        else:
+            self.req_to_token_pool = S.mp.ReqToTokenPool(
+                size=sh.max_reqs, max_context_len=sh.max_context, device="cpu", enable_memory_saver=False)
+        self.req_slots_total = self.req_to_token_pool.available_size()
+        self.state_slots_total = (self.req_to_token_pool.mamba_allocator.available_size()
+                                  if sh.hybrid else 0)
         params = S.CacheInitParams(disable=not radix, req_to_token_pool=self.req_to_token_pool,
                                    token_to_kv_pool_allocator=self.allocator, page_size=sh.page_size)
         base = S.radix_cache.RadixCache if radix else S.chunk_cache.ChunkCache
@@ -428,12 +477,74 @@ class _Side:
         self.gloo = _gloo_group(gloo_path, sh.tp_rank, sh.tp_size)
         self.free_at_start = self.allocator.available_size()
 
+    def _hybrid_pools(self, decode: bool):
+        """SGLang's hybrid (Mamba2) pools, as kv_cache_configurator builds
+        them: HybridReqToTokenPool (prefill) or decode.py's
+        HybridMambaDecodeReqToTokenPool, each with its MambaPool of state
+        slots, and HybridLinearKVPool (the full-attention layers' KV)."""
+        from sglang.srt.configs.mamba_utils import Mamba2CacheParams, Mamba2StateShape
+        torch = S.torch
+        sh = self.shape
+        st = Mamba2StateShape.create(tp_world_size=1, intermediate_size=64, n_groups=1, num_heads=4,
+                                     head_dim=16, state_size=8, conv_kernel=4)
+        params = Mamba2CacheParams(shape=st, layers=sh.mamba_layers)
+        common = dict(max_context_len=sh.max_context, device="cpu", enable_memory_saver=False,
+                      cache_params=params, mamba_layer_ids=sh.mamba_layers,
+                      enable_mamba_extra_buffer=False, enable_overlap_schedule=False)
+        if decode:
+            self.req_to_token_pool = S.decode.HybridMambaDecodeReqToTokenPool(
+                size=sh.max_reqs, speculative_num_draft_tokens=None, pre_alloc_size=sh.max_reqs, **common)
+        else:
+            self.req_to_token_pool = S.mp.HybridReqToTokenPool(
+                size=sh.max_reqs, mamba_size=2 * sh.max_reqs, mamba_spec_state_size=sh.max_reqs, **common)
+        self.mamba_pool = self.req_to_token_pool.mamba_pool
+        self.kv_pool = S.mp.HybridLinearKVPool(
+            size=sh.pool_tokens, dtype=torch.float16, page_size=sh.page_size, head_num=sh.heads,
+            head_dim=sh.head_dim, full_attention_layer_ids=sh.attn_layers, device="cpu",
+            mamba_pool=self.mamba_pool, enable_memory_saver=False)
+
     # KV slot access, by global layer
     def _layer_bufs(self, layer: int):
+        if self.shape.hybrid:
+            li = self.shape.attn_layers.index(layer)
+            pool = self.kv_pool.full_kv_pool
+            return pool.k_buffer[li], pool.v_buffer[li]
         li = layer - self.shape.stage_layers.start
         if self.shape.mla:
             return (self.kv_pool.kv_buffer[li],)
         return self.kv_pool.k_buffer[li], self.kv_pool.v_buffer[li]
+
+    def _state_tensors(self):
+        """(index, per-slot view) of every transferred state tensor and layer."""
+        k = 0
+        for _, t, _ in self.mamba_pool._iter_transfer_state_tensors():
+            for layer in range(t.shape[0]):
+                yield k, t[layer]
+                k += 1
+
+    def write_state(self, room: int, slot: int):
+        torch = S.torch
+        for k, t in self._state_tensors():
+            n = t[slot].numel()
+            t[slot] = ((torch.arange(n) + room * 13 + k * 7) % 251).to(t.dtype).view(t[slot].shape)
+
+    def check_state(self, room: int, slot: int) -> int:
+        torch = S.torch
+        bad = 0
+        for k, t in self._state_tensors():
+            n = t[slot].numel()
+            want = ((torch.arange(n) + room * 13 + k * 7) % 251).to(t.dtype).view(t[slot].shape)
+            bad += int((t[slot] != want).sum())
+        return bad
+
+    def state_slots(self) -> Dict[str, int]:
+        if not self.shape.hybrid:
+            return {}
+        return {"state_free": self.req_to_token_pool.mamba_allocator.available_size(),
+                "state_total": self.state_slots_total}
+
+    def state_bytes(self) -> int:
+        return sum(t[0].numel() * t.element_size() for _, t in self._state_tensors())
 
     def write_pattern(self, tokens, positions, locs):
         """The forward: every layer, head and K/V of the given token slots."""
@@ -442,7 +553,7 @@ class _Side:
         tok = torch.as_tensor(list(tokens), dtype=torch.float32)
         pos = torch.as_tensor(list(positions), dtype=torch.float32)
         locs = torch.as_tensor(locs, dtype=torch.int64)
-        for layer in sh.stage_layers:
+        for layer in sh.attn_layers:
             for kv, buf in enumerate(self._layer_bufs(layer)):
                 for h in range(sh.heads):
                     v = pattern(tok, pos, layer, sh.head0 + h, kv)
@@ -456,7 +567,7 @@ class _Side:
         pos = torch.as_tensor(list(positions), dtype=torch.float32)
         locs = torch.as_tensor(locs, dtype=torch.int64)
         bad = 0
-        for layer in sh.stage_layers:
+        for layer in sh.attn_layers:
             for kv, buf in enumerate(self._layer_bufs(layer)):
                 for h in range(sh.heads):
                     want = pattern(tok, pos, layer, sh.head0 + h, kv).to(buf.dtype)
@@ -466,7 +577,7 @@ class _Side:
     def slot_bytes(self, ntokens: int) -> int:
         sh = self.shape
         row = (sh.kv_lora_rank + sh.qk_rope_head_dim) if sh.mla else sh.heads * sh.head_dim * 2
-        return ntokens * len(sh.stage_layers) * row * 2
+        return ntokens * len(sh.attn_layers) * row * 2
 
 
 def _common_scheduler(sched, side: _Side, server_args, mode_shape: Shape, model_layers: int,
@@ -519,13 +630,34 @@ def make_req(r: Request, bootstrap_host: str, bootstrap_port: Optional[int], mod
     return req
 
 
+class PPChannel:
+    """The pipeline's point-to-point objects between the PP stages of one
+    prefill (threads of one process): what
+    scheduler_pp_mixin.event_loop_pp_disagg_prefill sends down the stages
+    (_pp_send_pyobj_to_next_stage) and back, reduced to one synchronous
+    round per turn."""
+
+    def __init__(self, stages: int):
+        self.stages = stages
+        self.slots: List = [None] * stages
+        self.barrier = threading.Barrier(stages)
+
+    def gather(self, stage: int, value):
+        self.slots[stage] = value
+        self.barrier.wait()
+        out = list(self.slots)
+        self.barrier.wait()
+        return out
+
+
 class PrefillRank:
     """One prefill rank: a Scheduler made of SGLang's prefill mixin and the
-    attributes its queue code reads, and SGLang's PrefillBootstrapQueue."""
+    attributes its queue code reads, and SGLang's PrefillBootstrapQueue.
+    With pp_size > 1, pp is the PPChannel of its stages."""
 
     def __init__(self, shape: Shape, backend_name: str, bootstrap_port: int, host: str = "127.0.0.1",
                  ib_device: Optional[str] = None, gloo_path: str = "/tmp/kvf-sg-gloo-p",
-                 server_args_extra: Optional[Dict] = None):
+                 server_args_extra: Optional[Dict] = None, pp: Optional[PPChannel] = None):
         load()
         self.shape = shape
         self.backend = backend(backend_name)
@@ -556,6 +688,7 @@ class PrefillRank:
             pp_rank=shape.pp_rank, pp_size=shape.pp_size, transfer_backend=self.backend)
         sched.disagg_prefill_inflight_queue = []
         self.kv_manager = sched.disagg_prefill_bootstrap_queue.kv_manager
+        self.pp = pp
         self.bootstrap_host, self.bootstrap_port = host, bootstrap_port
         self.requests: Dict[int, Request] = {}
         self.running: List = []          # requests with chunks left (the harness's batch queue)
@@ -601,7 +734,11 @@ class PrefillRank:
         req.set_extend_range(start, end)
         self.side.write_pattern(req.origin_input_ids[start:end], range(start, end), locs)
         self.bytes_written += self.side.slot_bytes(end - start)
-        return end >= len(req.origin_input_ids)
+        last = end >= len(req.origin_input_ids)
+        if last and sh.hybrid:  # the linear layers' state after the whole prompt
+            self.side.write_state(req.bootstrap_room, int(req.mamba_pool_idx))
+            self.bytes_written += self.side.state_bytes()
+        return last
 
     def turn(self):
         """One iteration of event_loop_normal_disagg_prefill."""
@@ -611,7 +748,10 @@ class PrefillRank:
         if progress is not None:
             progress()
         # 2.
-        s.waiting_queue.extend(s.disagg_prefill_bootstrap_queue.pop_bootstrapped())
+        if self.pp is None:
+            s.waiting_queue.extend(s.disagg_prefill_bootstrap_queue.pop_bootstrapped())
+        else:
+            self._pp_bootstrap()
         # 3. the chunk that ran last turn is sent now (non-overlap scheduler)
         if s.chunked_req is not None:
             s.process_prefill_chunk(last_batch=None, running_batch=_RunningBatch())
@@ -633,7 +773,8 @@ class PrefillRank:
             else:
                 s.chunked_req = req
         # 6.
-        for req in s.process_disagg_prefill_inflight_queue():
+        status = self._pp_transferred() if self.pp is not None else None
+        for req in s.process_disagg_prefill_inflight_queue(transfer_status=status):
             fr = req.finished_reason
             self.done[req.bootstrap_room] = "ok" if type(fr).__name__ == "FINISH_LENGTH" else \
                 f"failed: {getattr(fr, 'message', fr)}"
@@ -642,6 +783,35 @@ class PrefillRank:
             if S.utils.is_aborted(req) and req.bootstrap_room not in self.done:
                 self.done[req.bootstrap_room] = f"failed: {req.finished_reason.message}"
         s.output_streamer.streamed.clear()
+
+    # PP: event_loop_pp_disagg_prefill's consensus, each stage's own
+    # queue methods, SGLang's helpers to combine them (scheduler_pp_mixin.py)
+    def _pp_bootstrap(self):
+        """_pp_pd_get_bootstrapped_ids (each stage's
+        get_ready_bootstrapped_rids_for_pp, intersected / united down the
+        stages), then process_bootstrapped_queue with the last stage's
+        consensus: pop_bootstrapped(pp_good_rids=, pp_bad_rids=)."""
+        from sglang.srt.managers import scheduler_pp_mixin as ppm
+        q = self.sched.disagg_prefill_bootstrap_queue
+        local = q.get_ready_bootstrapped_rids_for_pp()
+        aborted = {r.rid for r in q.queue if isinstance(r.finished_reason, S.sb.FINISH_ABORT)}
+        good, bad = None, None
+        for g, b in self.pp.gather(self.shape.pp_rank, local):
+            good = list(g) if good is None else ppm._pp_ordered_intersection(good, g)
+            bad = list(b) if bad is None else ppm._pp_ordered_union(bad, b)
+        good, bad = ppm.SchedulerPPMixin._route_aborts_to_bad(good, bad, aborted)
+        good_reqs, _failed = q.pop_bootstrapped(return_failed_reqs=True, pp_good_rids=good,
+                                                pp_bad_rids=bad)
+        self.sched.waiting_queue.extend(good_reqs)
+
+    def _pp_transferred(self):
+        """_pp_pd_get_prefill_transferred_ids: each stage's
+        get_transferred_rids, merged down the stages (_pp_merge_transfer_status)."""
+        from sglang.srt.managers import scheduler_pp_mixin as ppm
+        status = None
+        for st in self.pp.gather(self.shape.pp_rank, self.sched.get_transferred_rids()):
+            status = st if status is None else ppm._pp_merge_transfer_status(previous=status, current=st)
+        return status
 
     def idle(self) -> bool:
         s = self.sched
@@ -654,7 +824,10 @@ class PrefillRank:
                 "chunked": int(s.chunked_req is not None), "inflight": len(s.disagg_prefill_inflight_queue),
                 "metadata_free": s.req_to_metadata_buffer_idx_allocator.available_size(),
                 "kv_free": self.side.allocator.available_size(), "kv_total": self.side.free_at_start,
-                "req_slots_free": self.side.req_to_token_pool.available_size()}
+                "req_slots_free": self.side.req_to_token_pool.available_size(),
+                "req_slots_total": self.side.req_slots_total,
+                "metadata_total": s.req_to_metadata_buffer_idx_allocator.size,
+                **self.side.state_slots()}
 
 
 class _RunningBatch:
@@ -695,7 +868,7 @@ class DecodeRank:
         self.receivers: Dict[int, object] = {}   # room -> the kv_receiver SGLang created
         self.freed_unquiescent = 0               # failed requests freed while a write could land
         self.hooked = 0                          # released by the backend's page_release_hook
-        self.side = _Side(shape, gloo_path, watch=self._watch_free, radix=radix)
+        self.side = _Side(shape, gloo_path, watch=self._watch_free, radix=radix, decode=True)
 
         class Sched(S.decode.SchedulerDisaggregationDecodeMixin):
             pass
@@ -792,6 +965,9 @@ class DecodeRank:
             locs = self.side.req_to_token_pool.req_to_token[req.req_pool_idx, :n].to(S.torch.int64)
             bad = self.side.check_pattern(req.origin_input_ids[:n], range(n), locs)
             self.bytes_checked += self.side.slot_bytes(n)
+            if self.shape.hybrid:
+                bad += self.side.check_state(room, int(req.mamba_pool_idx))
+                self.bytes_checked += self.side.state_bytes()
             if list(req.output_ids[-1:]) != [first_token(room)]:
                 bad += 1
             if req.cached_tokens != room % 97:
@@ -813,4 +989,7 @@ class DecodeRank:
                 "waiting": len(s.waiting_queue),
                 "metadata_free": s.req_to_metadata_buffer_idx_allocator.available_size(),
                 "kv_free": self.side.allocator.available_size(), "kv_total": self.side.free_at_start,
-                "req_slots_free": self.side.req_to_token_pool.available_size()}
+                "req_slots_free": self.side.req_to_token_pool.available_size(),
+                "req_slots_total": self.side.req_slots_total,
+                "metadata_total": s.req_to_metadata_buffer_idx_allocator.size,
+                **self.side.state_slots()}

@@ -52,8 +52,8 @@ def _assert_empty(p, d):
     assert (dq["prealloc"], dq["pending"], dq["transfer"], dq["waiting"]) == (0, 0, 0, 0), dq
     for q in (pq, dq):
         assert q["kv_free"] == q["kv_total"], q
-        assert q["req_slots_free"] == p.shape.max_reqs, q
-        assert q["metadata_free"] == p.shape.max_reqs * 2, q
+        assert q["req_slots_free"] == q["req_slots_total"], q
+        assert q["metadata_free"] == q["metadata_total"] == p.shape.max_reqs * 2, q
 
 
 FAKE = S.utils.FAKE_BOOTSTRAP_HOST
@@ -189,6 +189,12 @@ def _loopback_classes():
             if self.sent == self.num_pages:
                 _copy(src.aux_data_ptrs, dst.aux_data_lens, src.aux_item_lens, dst.aux_data_ptrs,
                       self.aux_index, aux, None)
+                # state slots (a hybrid model's): one list per state type
+                for t, (sidx, didx) in enumerate(zip(state_indices or [], _state or [])):
+                    for a_, b_ in zip(list(sidx if sidx is not None else []),
+                                      list(didx if didx is not None else [])):
+                        _copy(src.state_data_ptrs[t], dst.state_data_lens[t], src.state_item_lens[t],
+                              dst.state_data_ptrs[t], int(a_), int(b_), None)
                 WIRE.done.add(self.room)
 
     class Receiver(FakeKVReceiver):
@@ -296,3 +302,72 @@ def test_loopback_decode_prefix_cache(tmp_path):
     # the decode's tree keeps the finished requests' pages (evictable), none locked
     tc = d.side.tree_cache
     assert dq["kv_free"] + tc.evictable_size() == dq["kv_total"] and tc.protected_size() == 0
+
+
+def test_loopback_hybrid_state(tmp_path):
+    """A hybrid (Mamba2) model: SGLang's HybridReqToTokenPool /
+    HybridMambaDecodeReqToTokenPool and HybridLinearKVPool, KVArgs' state
+    region from setup_state_kv_args (StateType.MAMBA), the last chunk's
+    state_indices from send_kv_chunk's _mamba_payload and the decode's from
+    pop_preallocated; every state slot byte checked, every slot back."""
+    H.register_backend("loopback", _loopback_classes)
+    global WIRE
+    WIRE = _Wire()
+    shape = H.Shape(pool_tokens=1024, max_reqs=8, chunk_tokens=32, hybrid=True)
+    p = H.PrefillRank(shape, "loopback", 18996, gloo_path=str(tmp_path / "gp"))
+    d = H.DecodeRank(shape, "loopback", 18996, gloo_path=str(tmp_path / "gd"))
+    ka = p.kv_manager.kv_args
+    assert [t.value for t in ka.state_types] == ["mamba"] and ka.state_layer_ids == [[1, 3, 1, 3]]
+    assert len(ka.kv_data_ptrs) == 4  # K and V of the two full-attention layers
+    reqs = [H.Request(room=400 + r, input_len=20 + 41 * r) for r in range(6)]
+    for r in reqs:
+        p.add(r, bootstrap_host="127.0.0.1")
+        d.add(r, bootstrap_host="127.0.0.1")
+    assert H.run_pair(p, d, 200)
+    assert p.done == d.done == {r.room: "ok" for r in reqs}, (p.done, d.done)
+    assert all(WIRE.dst[r.room][2] is not None for r in reqs)
+    _assert_empty(p, d)
+    for q in (p.queues(), d.queues()):
+        assert q["state_free"] == q["state_total"] > 0, q
+
+
+def test_fake_backend_pp_prefill(tmp_path):
+    """A 2-stage PP prefill, each stage a thread with its own
+    PrefillBootstrapQueue (pp_rank, its layers: prefill_start_layer), its
+    pop_bootstrapped and inflight queue driven by the PP consensus of
+    scheduler_pp_mixin (get_ready_bootstrapped_rids_for_pp and
+    get_transferred_rids of each stage, combined with SGLang's own
+    _pp_ordered_intersection/_union and _pp_merge_transfer_status)."""
+    import threading
+
+    chan = H.PPChannel(2)
+    shapes = [H.Shape(pool_tokens=1024, max_reqs=8, chunk_tokens=32, pp_size=2, pp_rank=k) for k in (0, 1)]
+    reqs = [H.Request(room=500 + r, input_len=30 + 29 * r) for r in range(6)]
+    ranks, errors = [None, None], []
+    built = threading.Barrier(2)
+
+    def stage(k):
+        try:
+            r = ranks[k] = H.PrefillRank(shapes[k], "fake", 18995, gloo_path=str(tmp_path / f"g{k}"), pp=chan)
+            built.wait()
+            for q in reqs:
+                r.add(q, bootstrap_host=FAKE)
+            for _ in range(100):
+                r.turn()
+                if r.idle() and len(r.done) == len(reqs):
+                    break
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+            chan.barrier.abort()
+    ts = [threading.Thread(target=stage, args=(k,)) for k in (0, 1)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors, errors
+    assert [r.kv_manager.kv_args.prefill_start_layer for r in ranks] == [0, 2]
+    for r in ranks:
+        assert r.done == {q.room: "ok" for q in reqs}
+        q = r.queues()
+        assert (q["bootstrap"], q["waiting"], q["chunked"], q["inflight"]) == (0, 0, 0, 0), q
+        assert q["kv_free"] == q["kv_total"] and q["metadata_free"] == q["metadata_total"], q

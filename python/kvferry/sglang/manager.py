@@ -121,6 +121,11 @@ class KVFerryKVManager(BaseKVManager):
         self.page_bytes = [int(x) for x in args.kv_item_lens]
         self.num_pages = _nitems(args.kv_data_lens, args.kv_item_lens, "kv buffers")
         self.kv_geometry = kv_geometry(self.layout, args, self.is_mla_backend)
+        if self.kv_geometry is None and not self.is_mla_backend:
+            log.warning("kvferry %s: KVArgs has no kv_head_num/total_kv_head_num: KV pages "
+                        "move whole, by buffer position; a peer that gives head geometry "
+                        "refuses the connection (SGLang's decode sets them with "
+                        "docs/sglang-backend.patch)", self.mode)
         self.kv_region = self._region("kv", args.kv_data_ptrs, args.kv_data_lens,
                                       args.kv_item_lens, self.kv_geometry)
         self.aux_region = None

@@ -47,6 +47,7 @@ class KVFerryKVSender(BaseKVSender):
         self._skip: Optional[int] = None  # leading pages the decode has already
         self._failure: Optional[str] = None  # failed before its room existed
         self._cleared = False
+        self._metric: Any = None  # get_transfer_metric()'s, kept at clear()
         self._deadline = time.monotonic() + mgr.engine.deadline_s("deadlines.bootstrap_s")
         if not req_has_disagg_prefill_dp_rank:
             self._register_dp_rank()
@@ -183,6 +184,11 @@ class KVFerryKVSender(BaseKVSender):
         raise KVTransferError(self.bootstrap_room, why)
 
     def get_transfer_metric(self) -> Any:
+        """The room's latency and bytes. SGLang asks after clear()
+        (prefill.py: process_disagg_prefill_inflight_queue), when the room is
+        released: clear() keeps the figures."""
+        if self._metric is not None:
+            return self._metric
         if self.room is None:
             return metric()
         st = self.room.stats()
@@ -205,4 +211,5 @@ class KVFerryKVSender(BaseKVSender):
             return
         if self.room.poll() not in (KVPoll.Success, KVPoll.Failed):
             self.room.abort()  # SGLang clears a request it gave up on
+        self._metric = self.get_transfer_metric()
         self.kv_mgr.park(self.room, None)

@@ -7,19 +7,24 @@
 # MetadataBuffers and Reqs (tests/sglang/harness.py), docs/sglang-backend.patch
 # applied to a scratch copy of the files it touches (TransferBackend.KVFERRY,
 # the decode's deferred release). Each process imports torch and SGLang once
-# (minutes under TCG) and forks a child per shape (tests/sglang/sglang_rxe.py):
-#   tp1   TP 1 -> 1, 24 requests in 64-token chunks, every page and
-#         metadata row checked at the decode
-#   kill  the prefill SIGKILLed mid-request: SGLang's decode failure path
-#         runs, no page is freed before its room is quiescent, all come back
-# Every shape ends with SGLang's queues empty, every KV slot back and
-# kvferry's gauges (live rooms, inflight, unquiescent, parked) at 0.
+# (1.5-2.5 minutes under TCG) and forks a child per shape
+# (tests/sglang/sglang_rxe.py, which describes each):
+#   tp1 tp2to1 tp1to2 mla pp hybrid prefix   deployment shapes, every page,
+#         metadata row and state slot checked at the decode
+#   abort timeout busy inject kill        failures: aborts from either side,
+#         bootstrap/waiting deadlines, a scheduler stalled 3x the heartbeat
+#         detection time, SGLang's own failure injection, the prefill
+#         SIGKILLed mid-request then restarted on the same address
+# Every shape ends with SGLang's queues empty, every KV slot, request slot,
+# metadata row and state slot back, and kvferry's gauges (live rooms,
+# inflight, unquiescent, parked) at 0; no failed request's pages are freed
+# while a write could still land in them.
 #   sglang_real.sh BUILD DEV0 ADDR0 DEV1 ADDR1 [SHAPES]
 . "$(dirname "$0")/common.sh"
 PY=/usr/bin/python3
-SHAPES=${1:-tp1,kill}
+SHAPES=${1:-tp1,tp2to1,tp1to2,mla,pp,hybrid,prefix,abort,timeout,busy,inject,kill}
 HB_MS=1000 HB_MISSES=5
-BOOTSTRAP_S=240
+BOOTSTRAP_S=60 # (a shape sets SGLang's own timeouts where it tests them)
 repo=$(cd "$(dirname "$0")/../../.." && pwd -P)
 src=${KVF_SGLANG_SRC:-$repo/../shared/sglang/python}
 if [ ! -f "$src/sglang/srt/disaggregation/prefill.py" ]; then
@@ -35,7 +40,7 @@ engine_conf "$W/d.conf" decode-sgr decode $port
 export PYTHONPATH=$BUILD/python
 compgen -G "$BUILD/python/kvferry/_kvferry*.so" > /dev/null ||
 	fail "not built: $BUILD/python/kvferry/_kvferry*.so (python3-dev, -Dpython)"
-DRV=("$PY" "$repo/tests/sglang/sglang_rxe.py" --dir "$W" --shapes "$SHAPES" --timeout "${KVF_SGR_TIMEOUT:-300}")
+DRV=("$PY" "$repo/tests/sglang/sglang_rxe.py" --dir "$W" --shapes "$SHAPES" --timeout "${KVF_SGR_TIMEOUT:-180}")
 limit=${KVF_SGR_LIMIT:-840}
 t0=$SECONDS
 KVFERRY_CONFIG=$W/p.conf timeout -k 5 "$limit" "${DRV[@]}" --role prefill > "$W/prefill.out" 2> "$W/prefill.log" &

@@ -1,0 +1,37 @@
+# SPDX-License-Identifier: Apache-2.0
+"""kvferry as a KV connector of vLLM (v1 connector API).
+
+vLLM loads it with
+    --kv-transfer-config '{"kv_connector": "KVFerryConnector",
+                           "kv_connector_module_path": "kvferry.vllm",
+                           "kv_role": "kv_producer" | "kv_consumer" | "kv_both",
+                           "kv_connector_extra_config": {"kvferry_overrides": {...}}}'
+(docs/vllm.md: launch lines, config keys, what maps to what).
+
+The classes subclass vLLM's KVConnectorBase_V1 where vLLM imports, and
+stand-ins with the same interface where it does not (_compat.py), so the
+package imports and is tested without vLLM."""
+from ._compat import HAVE_VLLM, KVConnectorBase_V1, KVConnectorMetadata, KVConnectorRole
+from .connector import KVFerryConnector
+from .mapping import (
+    PARAMS_KEY,
+    CacheLayout,
+    ParamsError,
+    PrefillInfo,
+    RankMap,
+    cache_layout,
+    layer_index,
+    pack_user_data,
+    parse_user_data,
+    prefill_info,
+    rank_map,
+    room_id_of,
+)
+from .metadata import KVFerryConnectorMetadata, KVFerryHandshake, RecvSpec, SendSpec
+
+__all__ = [
+    "HAVE_VLLM", "KVConnectorBase_V1", "KVConnectorMetadata", "KVConnectorRole",
+    "KVFerryConnector", "KVFerryConnectorMetadata", "KVFerryHandshake", "RecvSpec", "SendSpec",
+    "PARAMS_KEY", "CacheLayout", "ParamsError", "PrefillInfo", "RankMap", "cache_layout",
+    "layer_index", "pack_user_data", "parse_user_data", "prefill_info", "rank_map", "room_id_of",
+]
