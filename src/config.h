@@ -59,6 +59,7 @@ struct kvf_config {
 	char peer[KVF_CFG_STR];               /* rdma.peer, default "host:port" for receivers */
 	char source_addr[KVF_CFG_STR];        /* rdma.source_addr, "" = routing picks */
 	char auth_token[KVF_CFG_STR];         /* rdma.auth_token */
+	uint32_t auth_timeout_ms;             /* rdma.auth_timeout_ms */
 	uint32_t qps_per_peer;                /* rdma.qps_per_peer */
 	uint32_t sq_depth;                    /* rdma.sq_depth */
 	uint32_t rq_depth;                    /* rdma.rq_depth */

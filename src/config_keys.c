@@ -155,9 +155,15 @@ static const struct kvf_key keys[] = {
 	/* local address outgoing connections start from, "" = routing picks */
 	{ .name = "rdma.source_addr", STR_FIELD(source_addr), .form = KF_HOST,
 	  .side = SIDE_DECODE, .phase = PH_CONN, .def_s = "" },
-	/* shared token checked in HELLO, "" = no check */
+	/* shared secret each side proves after the accept (HMAC over both
+	 * nonces and the connection: docs/wire.md 4.4); "" is the empty key */
 	{ .name = "rdma.auth_token", STR_FIELD(auth_token), .side = SIDE_BOTH,
 	  .phase = PH_CONN, .def_s = "" },
+	/* the peer's proof of the token is due within this of the accept;
+	 * a peer that never gives it is refused and dropped */
+	{ .name = "rdma.auth_timeout_ms", U32_FIELD(auth_timeout_ms),
+	  .side = SIDE_BOTH, .phase = PH_CONN, .def = 5000, .min = 100,
+	  .max = 600000 },
 	/* RC queue pairs per peer connection */
 	{ .name = "rdma.qps_per_peer", U32_FIELD(qps_per_peer),
 	  .side = SIDE_DECODE, .phase = PH_CONN, .def = 1, .min = 1, .max = 64 },

@@ -378,6 +378,9 @@ static void transport_counts(const kvf_engine *eng, struct kvf_stats *st)
 	st->keepalives_sent = ts.keepalives_sent;
 	st->keepalives_acked = ts.keepalives_acked;
 	st->keepalives_late = ts.keepalives_late;
+	st->auth_ok = ts.auth_ok;
+	memcpy(st->auth_refused, ts.auth_refused, sizeof(ts.auth_refused));
+	st->auth_dropped = ts.auth_dropped;
 }
 
 int kvf_stats(const kvf_engine *eng, struct kvf_stats *out)

@@ -234,6 +234,22 @@ static void frames(const struct kvf_snap *s, struct kvf_buf *b, const char *name
 				       s->tst.frame_names[t], v[t]);
 }
 
+/* The token's exchange: a connection refused says why in its label. */
+static void auth_counters(const struct kvf_snap *s, struct kvf_buf *b)
+{
+	counter(b, "kvferry_auth_ok_total", "Peers whose proof of rdma.auth_token held "
+		"(connections authenticated).", s->tst.auth_ok);
+	family(b, "kvferry_auth_refused_total", "counter", "Connections refused before they "
+	       "carried anything: the peer's proof of rdma.auth_token did not hold or never "
+	       "came, or the peer refused ours, per reason.");
+	for (unsigned r = 0; r < KVF_AUTH_NUM; r++)
+		kvf_buf_printf(b, "kvferry_auth_refused_total{reason=\"%s\"} %" PRIu64 "\n",
+			       kvf_auth_refusal_token(r), s->tst.auth_refused[r]);
+	counter(b, "kvferry_auth_dropped_frames_total", "Frames from a peer that had not "
+		"proved itself, dropped unread (after its connection was refused).",
+		s->tst.auth_dropped);
+}
+
 static void transport_counters(const struct kvf_snap *s, struct kvf_buf *b)
 {
 	if (!s->have_tst)
@@ -261,6 +277,7 @@ static void transport_counters(const struct kvf_snap *s, struct kvf_buf *b)
 	counter(b, "kvferry_keepalives_late_total", "HEARTBEATs due while the last one was "
 		"still in flight: not sent (the peer or the path is not taking them).",
 		s->tst.keepalives_late);
+	auth_counters(s, b);
 	counter(b, "kvferry_staged_bytes_total", "Bytes copied into host staging slots "
 		"(regions the NIC could not register).", s->tst.staged_bytes);
 	counter(b, "kvferry_staged_chunks_total", "Chunks sent through staging slots.",

@@ -52,11 +52,24 @@ static const char *const ignore_names[] = {
 };
 _Static_assert(COUNT(ignore_names) == KVF_IGN_NUM, "ignore_names");
 
+/* From 1, also the AUTH refusal codes' texts in docs/wire.md. */
+static const char *const auth_names[] = {
+	[KVF_AUTH_PEER_REFUSED] = "refused by the peer",
+	[KVF_AUTH_BAD_TOKEN] = "bad token",
+	[KVF_AUTH_REPLAY] = "replayed proof",
+	[KVF_AUTH_IDENTITY] = "identity mismatch",
+	[KVF_AUTH_MALFORMED] = "malformed proof",
+	[KVF_AUTH_EARLY] = "frame before proof",
+	[KVF_AUTH_TIMEOUT] = "no proof in time",
+};
+_Static_assert(COUNT(auth_names) == KVF_AUTH_NUM, "auth_names");
+
 /* kvf_stats' arrays have room for the enums to grow; past it, the struct
  * would have to change shape, which breaks callers. */
 _Static_assert(KVF_FAIL_NUM <= KVF_STATS_REASONS, "kvf_stats.failures is full");
 _Static_assert(KVF_DL_NUM <= KVF_STATS_DEADLINES, "kvf_stats.deadlines is full");
 _Static_assert(KVF_IGN_NUM <= KVF_STATS_IGNORED, "kvf_stats.ignored is full");
+_Static_assert(KVF_AUTH_NUM <= KVF_STATS_AUTH, "kvf_stats.auth_refused is full");
 
 const char *kvf_poll_str(int state)
 {
@@ -76,6 +89,11 @@ const char *kvf_deadline_str(enum kvf_deadline d)
 const char *kvf_ignore_reason_str(enum kvf_ignore_reason r)
 {
 	return (unsigned)r < KVF_IGN_NUM ? ignore_names[r] : "?";
+}
+
+const char *kvf_auth_refusal_str(enum kvf_auth_refusal r)
+{
+	return (unsigned)r < KVF_AUTH_NUM ? auth_names[r] : "?";
 }
 
 static const char *const last_names[] = {
@@ -212,6 +230,17 @@ static const char *const ignore_tokens[] = {
 };
 _Static_assert(COUNT(ignore_tokens) == KVF_IGN_NUM, "ignore_tokens");
 
+static const char *const auth_tokens[] = {
+	[KVF_AUTH_PEER_REFUSED] = "peer_refused",
+	[KVF_AUTH_BAD_TOKEN] = "bad_token",
+	[KVF_AUTH_REPLAY] = "replay",
+	[KVF_AUTH_IDENTITY] = "identity",
+	[KVF_AUTH_MALFORMED] = "malformed",
+	[KVF_AUTH_EARLY] = "early_frame",
+	[KVF_AUTH_TIMEOUT] = "timeout",
+};
+_Static_assert(COUNT(auth_tokens) == KVF_AUTH_NUM, "auth_tokens");
+
 const char *kvf_fail_reason_token(unsigned r)
 {
 	return r < KVF_FAIL_NUM ? fail_tokens[r] : "unknown";
@@ -220,4 +249,9 @@ const char *kvf_fail_reason_token(unsigned r)
 const char *kvf_ignore_reason_token(unsigned r)
 {
 	return r < KVF_IGN_NUM ? ignore_tokens[r] : "unknown";
+}
+
+const char *kvf_auth_refusal_token(unsigned r)
+{
+	return r < KVF_AUTH_NUM ? auth_tokens[r] : "unknown";
 }

@@ -14,5 +14,6 @@ const char *kvf_wc_status_hint(int status);
  * past the table. */
 const char *kvf_fail_reason_token(unsigned r);
 const char *kvf_ignore_reason_token(unsigned r);
+const char *kvf_auth_refusal_token(unsigned r);
 
 #endif

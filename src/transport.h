@@ -99,6 +99,12 @@ struct kvf_transport_stats {
 	uint64_t keepalives_sent;   /* HEARTBEATs posted */
 	uint64_t keepalives_acked;  /* ... completed: the peer's NIC acknowledged */
 	uint64_t keepalives_late;   /* due while the last was in flight: not sent */
+	/* The token's exchange (src/rdma/handshake.h): peers proved,
+	 * connections refused by enum kvf_auth_refusal, frames dropped unread
+	 * from peers that had not proved themselves. */
+	uint64_t auth_ok;
+	uint64_t auth_refused[KVF_AUTH_NUM];
+	uint64_t auth_dropped;
 	/* Staging through host memory (src/rdma/stage.h): */
 	uint64_t staged_bytes;      /* bytes copied into staging slots */
 	uint64_t staged_chunks;     /* chunks that got slots */

@@ -16,8 +16,11 @@ is known by its header row:
                                        _OFF and _ELEM; KVF_WIRE_<S>_END is the
                                        end of the fixed fields
   | field | bit | bits |               KVF_WIRE_<S>_<F>_SHIFT and _BITS
-  | token | token_hash |               KVF_WIRE_TOKEN_VECTORS(X),
-                                       X("token", "32 hex digits")
+  | token | role | decode_qpn | ...   KVF_WIRE_AUTH_VECTORS(X), X("token", role,
+                                       decode_qpn, prefill_qpn, "decode_nonce",
+                                       "prefill_nonce", "decode_gid",
+                                       "prefill_gid", "mac"): the proofs' test
+                                       vectors, values in hex
 
 It is strict: a row it cannot read, a layout with a gap or an overlap, an
 integer encoding whose size is wrong, a name given twice, each stops the build
@@ -161,16 +164,36 @@ def read_bits(out, rows, path):
         out.define(base + "_BITS", f"{bits}u", where)
 
 
+VECTOR_HEAD = ["token", "role", "decode_qpn", "prefill_qpn", "decode_nonce", "prefill_nonce",
+               "decode_gid", "prefill_gid", "mac"]
+VECTOR_BYTES = {"decode_nonce": 16, "prefill_nonce": 16, "decode_gid": 16, "prefill_gid": 16,
+                "mac": 32}
+
+
+def hex_cell(cell, n, what, where):
+    h = cell.strip("`")
+    if not re.fullmatch(f"[0-9a-f]{{{2 * n}}}", h):
+        raise DocError(f"{where}: {what} is not {n} bytes as {2 * n} lowercase hex digits")
+    return h
+
+
 def read_vectors(out, rows, path):
     for ln, c in rows:
         where = f"{path}:{ln}"
+        if len(c) != len(VECTOR_HEAD):
+            raise DocError(f"{where}: {len(c)} cells, a vector has {len(VECTOR_HEAD)}")
         tok = "" if c[0] == "(empty)" else c[0].strip("`")
-        hexes = c[1].strip("`").split()
-        if len(hexes) != 16 or not all(re.fullmatch(r"[0-9a-f]{2}", h) for h in hexes):
-            raise DocError(f"{where}: token_hash is not 16 bytes in two-digit hex")
         if '"' in tok or "\\" in tok:
             raise DocError(f"{where}: token with a quote or backslash")
-        out.vectors.append((tok, "".join(hexes)))
+        role = integer(c[1], where)
+        if role > 1:
+            raise DocError(f"{where}: role {role} is neither 0 nor 1")
+        qpns = [integer(c[i], where) for i in (2, 3)]
+        if any(q >= 1 << 24 for q in qpns):
+            raise DocError(f"{where}: a QP number is 24 bits")
+        hexes = [hex_cell(c[i], VECTOR_BYTES[VECTOR_HEAD[i]], VECTOR_HEAD[i], where)
+                 for i in range(4, 9)]
+        out.vectors.append((tok, role, *qpns, *hexes))
 
 
 def parse(path):
@@ -184,7 +207,7 @@ def parse(path):
             read_layout(out, rows, path)
         elif head[:3] == ["field", "bit", "bits"]:
             read_bits(out, rows, path)
-        elif head[:2] == ["token", "token_hash"]:
+        elif head == VECTOR_HEAD:
             read_vectors(out, rows, path)
     for need in ("KVF_WIRE_MAGIC", "KVF_WIRE_VERSION", "KVF_WIRE_HDR_END"):
         if need not in out.defs:
@@ -205,9 +228,10 @@ def render(out):
                   f"#define KVF_WIRE_{prefix}_LIST(X) \\"]
         lines += [f"\tX({n}, {v}u, \"{t}\") \\" for n, v, t in items]
         lines.append("\t/* end */")
-    lines += ["", f"#define KVF_WIRE_TOKEN_VECTOR_COUNT {len(out.vectors)}u",
-              "#define KVF_WIRE_TOKEN_VECTORS(X) \\"]
-    lines += [f"\tX(\"{t}\", \"{h}\") \\" for t, h in out.vectors]
+    lines += ["", f"#define KVF_WIRE_AUTH_VECTOR_COUNT {len(out.vectors)}u",
+              "#define KVF_WIRE_AUTH_VECTORS(X) \\"]
+    lines += [f"\tX(\"{v[0]}\", {v[1]}u, {v[2]:#x}u, {v[3]:#x}u, " +
+              ", ".join(f'"{h}"' for h in v[4:]) + ") \\" for v in out.vectors]
     lines += ["\t/* end */", "", "#endif", ""]
     return "\n".join(lines)
 

@@ -119,6 +119,22 @@ enum kvf_ignore_reason {
 	KVF_IGN_NUM
 };
 
+/* Why a connection was refused before it could carry a room: the peer's
+ * proof of rdma.auth_token (docs/wire.md 4.4) did not hold, or never
+ * came. kvf_stats.auth_refused[] counts them; from 1 they are the AUTH
+ * frame's refusal codes on the wire. */
+enum kvf_auth_refusal {
+	KVF_AUTH_PEER_REFUSED = 0, /* the peer refused our proof (its reason in
+	                              our log) */
+	KVF_AUTH_BAD_TOKEN,        /* its MAC does not verify under our token */
+	KVF_AUTH_REPLAY,           /* its proof names other nonces: a replay */
+	KVF_AUTH_IDENTITY,         /* it saw other QP numbers or GIDs: relayed */
+	KVF_AUTH_MALFORMED,        /* not a sound AUTH frame of the peer's role */
+	KVF_AUTH_EARLY,            /* another frame (or a write) before its proof */
+	KVF_AUTH_TIMEOUT,          /* no proof within rdma.auth_timeout_ms */
+	KVF_AUTH_NUM
+};
+
 /*
  * The structs below are copied out to the caller and will grow: new fields
  * are only ever added at the end, and the arrays indexed by an enum have
@@ -149,6 +165,7 @@ struct kvf_failure {
 #define KVF_STATS_REASONS 16   /* failures[], by enum kvf_fail_reason */
 #define KVF_STATS_DEADLINES 8  /* deadlines[], by enum kvf_deadline */
 #define KVF_STATS_IGNORED 16   /* ignored[], by enum kvf_ignore_reason */
+#define KVF_STATS_AUTH 8       /* auth_refused[], by enum kvf_auth_refusal */
 
 struct kvf_stats {
 	uint32_t size;                /* in: sizeof(struct kvf_stats); out: bytes filled */
@@ -223,6 +240,13 @@ struct kvf_stats {
 	 * another thread was in one of them (-EBUSY; an engine is one
 	 * scheduler thread's). */
 	uint64_t calls_concurrent;
+	/* The token's proof (docs/wire.md 4.4), per connection: peers whose
+	 * proof verified, connections refused before they carried anything
+	 * (by reason), and frames received from a peer that had not proved
+	 * itself and dropped unread (after its refusal). */
+	uint64_t auth_ok;
+	uint64_t auth_refused[KVF_STATS_AUTH];
+	uint64_t auth_dropped;
 };
 #define KVF_STATS_INIT { .size = sizeof(struct kvf_stats) }
 
@@ -808,6 +832,7 @@ KVF_API const char *kvf_poll_str(int state);
 KVF_API const char *kvf_fail_reason_str(enum kvf_fail_reason r);
 KVF_API const char *kvf_deadline_str(enum kvf_deadline d);
 KVF_API const char *kvf_ignore_reason_str(enum kvf_ignore_reason r);
+KVF_API const char *kvf_auth_refusal_str(enum kvf_auth_refusal r);
 /* The configuration key that sets a deadline ("deadlines.inflight_s"), ""
  * for KVF_DL_NONE. Never NULL. */
 KVF_API const char *kvf_deadline_key(enum kvf_deadline d);

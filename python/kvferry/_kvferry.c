@@ -857,6 +857,7 @@ static const char *poll_name(int i) { return kvf_poll_str(i); }
 static const char *reason_name(int i) { return kvf_fail_reason_str((enum kvf_fail_reason)i); }
 static const char *deadline_name(int i) { return kvf_deadline_str((enum kvf_deadline)i); }
 static const char *ignore_name(int i) { return kvf_ignore_reason_str((enum kvf_ignore_reason)i); }
+static const char *auth_name(int i) { return kvf_auth_refusal_str((enum kvf_auth_refusal)i); }
 
 static PyStructSequence_Field stats_fields[] = {
 	{ "rooms", "live rooms per state name" },
@@ -899,6 +900,9 @@ static PyStructSequence_Field stats_fields[] = {
 	{ "keepalives_acked", NULL },
 	{ "keepalives_late", NULL },
 	{ "calls_concurrent", NULL },
+	{ "auth_ok", "peers whose proof of rdma.auth_token held" },
+	{ "auth_refused", "connections refused before they carried anything, per reason name" },
+	{ "auth_dropped", "frames dropped unread from peers that had not proved themselves" },
 	{ NULL, NULL },
 };
 static PyStructSequence_Desc stats_desc = {
@@ -970,6 +974,9 @@ static PyObject *engine_stats(EngineObject *self, PyObject *unused)
 	U64(keepalives_acked);
 	U64(keepalives_late);
 	U64(calls_concurrent);
+	U64(auth_ok);
+	SET(named_counts(st.auth_refused, KVF_AUTH_NUM, auth_name));
+	U64(auth_dropped);
 	return o;
 }
 

@@ -15,6 +15,7 @@
 
 #include <kvferry/kvferry.h>
 
+#include "auth.h"
 #include "clock.h"
 #include "log.h"
 #include "poller.h"
@@ -114,9 +115,10 @@ static int create_qp(struct kvf_conn *c)
 		.recv_cq = c->cq,
 		.cap = {
 			/* One entry more each way: the drain markers of teardown;
-			 * and one more to send: the poller's keepalive
-			 * (keepalive.h), outside the scheduler's credits. */
-			.max_send_wr = cfg->sq_depth + 2,
+			 * and three more to send, the poller's, outside the
+			 * scheduler's credits: its keepalive (keepalive.h) and
+			 * the AUTH proof and refusal (handshake.h). */
+			.max_send_wr = cfg->sq_depth + 4,
 			.max_recv_wr = cfg->rq_depth + 1,
 			.max_send_sge = c->t->max_sge,
 			.max_recv_sge = 1,
@@ -129,7 +131,7 @@ static int create_qp(struct kvf_conn *c)
 	if (!c->qp) {
 		rc = -(errno ? errno : ENOMEM);
 		kvf_err("conn", "connection %u: ibv_create_qp(sq %u, rq %u, sge %u): %s",
-			c->id, cfg->sq_depth + 2, cfg->rq_depth + 1, c->t->max_sge,
+			c->id, cfg->sq_depth + 4, cfg->rq_depth + 1, c->t->max_sge,
 			strerror(-rc));
 		return rc;
 	}
@@ -267,24 +269,44 @@ static void on_addr_resolved(struct kvf_conn *c)
 		fail_connect(c, "rdma_resolve_route", errno);
 }
 
+/* Our connect or accept private data: the template with nonce, and mtu
+ * (the accept's: the path MTU we set). */
+static void cm_priv(const struct kvf_rdma *t, const uint8_t *nonce, uint8_t mtu,
+		    uint8_t out[KVF_PROTO_CM_LEN])
+{
+	struct kvf_cm_hello h;
+	char why[160];
+
+	kvf_proto_decode_cm(t->cm_priv, sizeof(t->cm_priv), &h, why, sizeof(why));
+	memcpy(h.nonce, nonce, sizeof(h.nonce));
+	if (mtu)
+		h.mtu = mtu;
+	kvf_proto_encode_cm(out, &h);
+}
+
 static void on_route_resolved(struct kvf_conn *c)
 {
 	struct rdma_conn_param p;
+	uint8_t priv[KVF_PROTO_CM_LEN];
 	int rc = create_qp(c);
 
+	if (!rc)
+		rc = kvf_auth_nonce(c->hs.id.decode_nonce);
 	if (rc) {
 		fail_connect(c, "creating the queue pair", -rc);
 		return;
 	}
 	atomic_store(&c->state, KVF_CONN_CONNECTING);
-	conn_param(c, c->t->cm_priv, &p);
+	/* rdma_connect copies the private data: it may live on the stack. */
+	cm_priv(c->t, c->hs.id.decode_nonce, 0, priv);
+	conn_param(c, priv, &p);
 	if (rdma_connect(c->cm_id, &p))
 		fail_connect(c, "rdma_connect", errno);
 }
 
-/* The peer's connect (or accept) private data: version and token, its frame
- * size and the path MTU it asks for (or set). The passive side checked our
- * token; we check its answer the same way. */
+/* The peer's connect (or accept) private data: its version, its frame
+ * size, the path MTU it asks for (or set), and its nonce, which our proof
+ * of the token covers (handshake.h). Nothing of the token is in it. */
 static int check_peer_hello(struct kvf_conn *c, const void *pd, size_t len,
 			    enum kvf_rej_code *code, char *why, size_t wlen)
 {
@@ -300,19 +322,16 @@ static int check_peer_hello(struct kvf_conn *c, const void *pd, size_t len,
 			 h.version, KVF_PROTO_VERSION);
 		return -EPROTO;
 	}
-	if (memcmp(h.token_hash, c->t->token_hash, sizeof(h.token_hash))) {
-		*code = KVF_REJ_TOKEN;
-		snprintf(why, wlen, "peer %s has a different auth token", kvf_esc(h.engine_id));
-		return -EACCES;
-	}
-	if (h.frame_max < KVF_PROTO_ROOM_INFO_FIXED + 4u) {
+	if (h.frame_max < KVF_PROTO_MIN_FRAME_MAX) {
 		*code = KVF_REJ_MALFORMED;
-		snprintf(why, wlen, "peer %s takes frames of %u bytes, too small for a ROOM_INFO",
-			 kvf_esc(h.engine_id), h.frame_max);
+		snprintf(why, wlen, "peer %s takes frames of %u bytes, too small for an AUTH "
+			 "frame (%u)", kvf_esc(h.engine_id), h.frame_max, KVF_PROTO_MIN_FRAME_MAX);
 		return -EPROTO;
 	}
 	c->peer_frame_max = h.frame_max;
 	c->peer_mtu = h.mtu;
+	memcpy(c->active ? c->hs.id.prefill_nonce : c->hs.id.decode_nonce, h.nonce,
+	       sizeof(h.nonce));
 	return 0;
 }
 
@@ -354,15 +373,19 @@ static void on_connect_response(struct kvf_conn *c, const struct rdma_cm_event *
 		fail_connect(c, "rdma_establish", errno);
 		return;
 	}
-	kvf_conn_set_established(c, NULL);
+	/* Usable once the token is proved both ways. */
+	kvf_handshake_bind(c, ev->param.conn.qp_num);
+	kvf_handshake_connect(c);
 }
 
 static void on_established(struct kvf_conn *c)
 {
-	/* Passive side (the peer's RTU). The active side is established by
-	 * on_connect_response: rdma_cm reports no ESTABLISHED there for a QP
-	 * it does not own. */
-	kvf_conn_set_established(c, NULL);
+	/* Passive side (the peer's RTU): nothing to do, the connection waits
+	 * for the peer's proof (handshake.h), which may have come first. The
+	 * active side has no such event: rdma_cm reports none for a QP it
+	 * does not own. */
+	if (atomic_load(&c->state) == KVF_CONN_ESTABLISHED)
+		kvf_conn_set_established(c, NULL); /* a late sign of life */
 }
 
 /* --------------------------------------------- passive side (prefill) */
@@ -406,7 +429,6 @@ static struct rdma_cm_id *on_connect_request(struct kvf_rdma *t, struct rdma_cm_
 	struct rdma_cm_id *id = ev->id;
 	struct kvf_conn tmp = {.t = t}, *c;
 	struct rdma_conn_param p;
-	struct kvf_cm_hello h;
 	uint8_t priv[KVF_PROTO_CM_LEN];
 	enum kvf_rej_code code;
 	char from[INET6_ADDRSTRLEN + 8], why[160];
@@ -428,6 +450,7 @@ static struct rdma_cm_id *on_connect_request(struct kvf_rdma *t, struct rdma_cm_
 	id->context = (void *)(uintptr_t)c->id;
 	c->peer_frame_max = tmp.peer_frame_max;
 	c->peer_mtu = tmp.peer_mtu;
+	c->hs.id = tmp.hs.id; /* the decode's nonce */
 	atomic_store(&c->state, KVF_CONN_CONNECTING);
 	set_id_options(c);
 	adopted = !kvf_poller_adopt(t, c);
@@ -440,6 +463,8 @@ static struct rdma_cm_id *on_connect_request(struct kvf_rdma *t, struct rdma_cm_
 			rc = move_qp(c, IBV_QPS_RTR);
 		if (!rc)
 			rc = move_qp(c, IBV_QPS_RTS);
+		if (!rc)
+			rc = kvf_auth_nonce(c->hs.id.prefill_nonce);
 	}
 	if (!adopted || rc) {
 		if (c->qp)
@@ -452,11 +477,11 @@ static struct rdma_cm_id *on_connect_request(struct kvf_rdma *t, struct rdma_cm_
 		kvf_conn_put(c);
 		return reject_caller_destroys_id(id, from, KVF_REJ_RESOURCES, "queue pair setup");
 	}
-	/* Our connect data, with the path MTU we set: the active side uses
-	 * the same one. */
-	kvf_proto_decode_cm(t->cm_priv, sizeof(t->cm_priv), &h, why, sizeof(why));
-	h.mtu = c->mtu;
-	kvf_proto_encode_cm(priv, &h);
+	/* Our nonce, and the path MTU we set: the active side uses the same
+	 * one. From the accept on, the decode's proof is due. */
+	cm_priv(t, c->hs.id.prefill_nonce, c->mtu, priv);
+	kvf_handshake_bind(c, ev->param.conn.qp_num);
+	kvf_handshake_accept(c);
 	conn_param(c, priv, &p);
 	if (rdma_accept(id, &p))
 		fail_connect(c, "rdma_accept", errno);

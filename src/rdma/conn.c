@@ -27,6 +27,7 @@ const char *kvf_conn_state_str(int s)
 		[KVF_CONN_NEW] = "NEW",
 		[KVF_CONN_RESOLVING] = "RESOLVING",
 		[KVF_CONN_CONNECTING] = "CONNECTING",
+		[KVF_CONN_AUTH] = "AUTH",
 		[KVF_CONN_ESTABLISHED] = "ESTABLISHED",
 		[KVF_CONN_DEAD] = "DEAD",
 		[KVF_CONN_DESTROYED] = "DESTROYED",
@@ -171,6 +172,13 @@ static uint32_t frames_max(const struct kvf_config *cfg)
 	return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
 }
 
+/* The scheduler's send buffers, and after them the poller's AUTH frames
+ * (handshake.h): one registration. */
+static size_t tx_bytes(const struct kvf_conn *c)
+{
+	return (size_t)c->tx_n * c->t->frame_max + KVF_AUTH_FRAMES * KVF_AUTH_BUF;
+}
+
 static int alloc_buffers(struct kvf_conn *c)
 {
 	struct kvf_rdma *t = c->t;
@@ -180,7 +188,7 @@ static int alloc_buffers(struct kvf_conn *c)
 	c->rx_n = cfg->rq_depth;
 	c->tx_n = cfg->sq_depth < TX_BUFS_MAX ? cfg->sq_depth : TX_BUFS_MAX;
 	c->rx_buf = aligned_alloc(64, (size_t)c->rx_n * t->frame_max);
-	c->tx_buf = aligned_alloc(64, (size_t)c->tx_n * t->frame_max);
+	c->tx_buf = aligned_alloc(64, tx_bytes(c));
 	c->tx_free = calloc(c->tx_n, sizeof(*c->tx_free));
 	if (!c->rx_buf || !c->tx_buf || !c->tx_free)
 		return -ENOMEM;
@@ -197,8 +205,7 @@ static int alloc_buffers(struct kvf_conn *c)
 	rc = kvf_verbs_reg_mr(t->pd, c->rx_buf, (size_t)c->rx_n * t->frame_max,
 			      IBV_ACCESS_LOCAL_WRITE, "receive buffers", &c->rx_mr);
 	if (!rc)
-		rc = kvf_verbs_reg_mr(t->pd, c->tx_buf, (size_t)c->tx_n * t->frame_max, 0,
-				      "send buffers", &c->tx_mr);
+		rc = kvf_verbs_reg_mr(t->pd, c->tx_buf, tx_bytes(c), 0, "send buffers", &c->tx_mr);
 	return rc;
 }
 
@@ -206,9 +213,10 @@ int kvf_conn_new(struct kvf_rdma *t, bool active, const char *peer, uint32_t gro
 		 struct kvf_conn **out)
 {
 	struct kvf_conn *c = calloc(1, sizeof(*c));
-	/* Every send and receive the QP can hold (cm.c: sq_depth + 2, the drain
-	 * marker and a keepalive; rq_depth + 1, the drain marker). */
-	int cqe = (int)(t->cfg.sq_depth + t->cfg.rq_depth + 3);
+	/* Every send and receive the QP can hold (cm.c: sq_depth + 4, the drain
+	 * marker, a keepalive and two AUTH frames; rq_depth + 1, the drain
+	 * marker). */
+	int cqe = (int)(t->cfg.sq_depth + t->cfg.rq_depth + 5);
 	int rc;
 
 	if (!c)

@@ -20,8 +20,11 @@
  * A lone QP (passive side, qps_per_peer 1) is a group of one.
  *
  * Lifecycle (every transition on the poller thread):
- *   NEW -> RESOLVING -> CONNECTING -> ESTABLISHED -> DEAD -> DESTROYED
- * The passive side starts at CONNECTING (a connect request accepted). DEAD
+ *   NEW -> RESOLVING -> CONNECTING -> AUTH -> ESTABLISHED -> DEAD -> DESTROYED
+ * The passive side starts at CONNECTING (a connect request being taken)
+ * and is AUTH from its accept. AUTH: the QP is in RTS, the token's proofs
+ * are exchanged by the poller (handshake.h); nothing else is posted or
+ * taken until the peer's proof held. DEAD
  * is entered once, by kvf_conn_teardown, which moves the QP to error (nothing
  * more lands, everything posted flushes) and pushes KVF_EV_PEER_LOST; the QP,
  * id and CQ are destroyed once the scheduler has let go of the connection
@@ -62,6 +65,7 @@
 #include <stdint.h>
 
 #include "frameq.h"
+#include "handshake.h"
 #include "proto.h"
 #include "rdma_internal.h"
 #include "sendq.h"
@@ -70,7 +74,9 @@ enum kvf_conn_state {
 	KVF_CONN_NEW = 0,     /* active side: created by the scheduler, not started */
 	KVF_CONN_RESOLVING,   /* active side: address and route resolution */
 	KVF_CONN_CONNECTING,  /* QP exists; connect sent or request being accepted */
-	KVF_CONN_ESTABLISHED, /* frames and writes may be posted */
+	KVF_CONN_AUTH,        /* QP in RTS; the token's proofs under way */
+	KVF_CONN_ESTABLISHED, /* the peer proved the token: frames and writes
+	                         may be posted */
 	KVF_CONN_DEAD,        /* torn down; PEER_LOST pushed; draining */
 	KVF_CONN_DESTROYED,   /* QP, id and CQ gone; waiting for the last ref */
 	KVF_CONN_NUM_STATES
@@ -142,6 +148,7 @@ struct kvf_conn {
 	uint16_t lost_reason;          /* enum kvf_fail_reason pushed with PEER_LOST */
 	_Atomic(struct kvf_peer_pool *) peer_pool; /* set once (release/acquire pair) */
 	struct kvf_liveness live;      /* poller: heard, and our keepalive (liveness.h) */
+	struct kvf_handshake hs;       /* poller: the token's exchange (handshake.h) */
 	uint32_t peer_frame_max;       /* set before ESTABLISHED is published */
 	uint8_t peer_mtu;              /* enum ibv_mtu the peer asked for / set, 0 none */
 	uint8_t mtu;                   /* enum ibv_mtu our QP uses (RTR) */
@@ -159,7 +166,8 @@ struct kvf_conn {
 	                                  teardown_req is set (its seq_cst store
 	                                  publishes it; the poller reads it after) */
 
-	/* Send side: scheduler only. */
+	/* Send side: scheduler only (but for the poller's AUTH frames, in
+	 * KVF_AUTH_FRAMES x KVF_AUTH_BUF bytes after the tx_n buffers). */
 	uint8_t *tx_buf;
 	struct ibv_mr *tx_mr;
 	uint32_t tx_n;

@@ -126,8 +126,8 @@ static void make_cm_priv(struct kvf_rdma *t)
 	struct kvf_cm_hello h = {.version = KVF_PROTO_VERSION, .frame_max = t->frame_max,
 				 .mtu = t->want_mtu};
 
-	kvf_proto_token_hash(t->cfg.auth_token, t->token_hash);
-	memcpy(h.token_hash, t->token_hash, sizeof(h.token_hash));
+	/* No nonce: each connection puts its own in (cm.c). The token never
+	 * goes into private data: the AUTH frames prove it (handshake.h). */
 	snprintf(h.engine_id, sizeof(h.engine_id), "%.28s", t->cfg.engine_id);
 	kvf_proto_encode_cm(t->cm_priv, &h);
 }

@@ -102,6 +102,8 @@ enum kvf_frame_verdict kvf_frame_events(const struct kvf_frame_src *src, const v
 	switch (f->type) {
 	case KVF_FR_HELLO:
 		return KVF_FRAME_HELLO;
+	case KVF_FR_AUTH:
+		return KVF_FRAME_AUTH;
 	case KVF_FR_ROOM_INFO:
 	case KVF_FR_ROOM_INFO_CONT:
 		on_room_info(src, f, now_ns);

@@ -36,6 +36,8 @@ struct kvf_frame_src {
 enum kvf_frame_verdict {
 	KVF_FRAME_HANDLED = 0, /* every event it makes is pushed */
 	KVF_FRAME_HELLO,       /* *f is a sound HELLO: take the peer's pool layout */
+	KVF_FRAME_AUTH,        /* *f is a sound AUTH frame after the handshake
+	                          (handshake.h: kvf_handshake_late) */
 	KVF_FRAME_FATAL,       /* malformed, naming no room (BAD_FRAME pushed):
 	                          tear the connection down */
 	KVF_FRAME_NUM

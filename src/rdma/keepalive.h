@@ -8,9 +8,9 @@
  * The send queue stays the scheduler's alone (sendq.h): the keepalive owns
  * its own of everything the scheduler accounts for, so no credit, send
  * buffer or completion of the scheduler's is ever touched:
- *  - an SQ entry: the QP is made with rdma.sq_depth + 2 (cm.c), sq_depth for
- *    the scheduler's credits, one for teardown's drain marker and one for
- *    this. One keepalive per QP is in flight at most (the next one waits for
+ *  - an SQ entry: the QP is made with rdma.sq_depth + 4 (cm.c), sq_depth for
+ *    the scheduler's credits, one for teardown's drain marker, one for this
+ *    and two for the AUTH frames (handshake.h), the poller's too. One keepalive per QP is in flight at most (the next one waits for
  *    its completion: kvf_live_keepalive), so it never needs a credit;
  *  - a send buffer: one HEARTBEAT per transport, encoded at setup and never
  *    written again (the NIC only reads it), registered with local access;

@@ -682,6 +682,13 @@ static int op_stats(void *tp, struct kvf_transport_stats *out)
 	out->keepalives_acked = atomic_load_explicit(&t->st_ka_acked, memory_order_relaxed);
 	out->keepalives_late = atomic_load_explicit(&t->st_ka_late, memory_order_relaxed);
 	out->frames_tx[KVF_FR_HEARTBEAT] += out->keepalives_sent;
+	/* The poller's AUTH frames are the AUTH frames sent. */
+	out->frames_tx[KVF_FR_AUTH] += atomic_load_explicit(&t->st_auth_tx, memory_order_relaxed);
+	out->auth_ok = atomic_load_explicit(&t->st_auth_ok, memory_order_relaxed);
+	for (unsigned r = 0; r < KVF_AUTH_NUM; r++)
+		out->auth_refused[r] = atomic_load_explicit(&t->st_auth_refused[r],
+							    memory_order_relaxed);
+	out->auth_dropped = atomic_load_explicit(&t->st_auth_dropped, memory_order_relaxed);
 	out->bytes_posted = t->st_bytes;
 	out->wrs_posted = t->st_wrs;
 	out->completions = atomic_load_explicit(&t->st_completions, memory_order_relaxed);

@@ -16,6 +16,7 @@
 #include "conn.h"
 #include "fault.h"
 #include "frame_events.h"
+#include "handshake.h"
 #include "keepalive.h"
 #include "liveness.h"
 #include "log.h"
@@ -114,6 +115,9 @@ static void on_frame(struct poller *p, struct kvf_conn *c, const uint8_t *buf, u
 	case KVF_FRAME_HELLO:
 		on_hello(c, &f);
 		break;
+	case KVF_FRAME_AUTH:
+		kvf_handshake_late(c, &f);
+		break;
 	case KVF_FRAME_FATAL:
 		kvf_conn_teardown(c, KVF_FAIL_PEER_LOST, "malformed frame naming no room");
 		break;
@@ -142,12 +146,12 @@ static void on_recv(struct poller *p, struct kvf_conn *c, const struct ibv_wc *w
 	/* Heard: a SEND of the peer's (a frame, a write's immediate) reached
 	 * us. Its process posted it; an ACK of ours would prove only its NIC. */
 	kvf_live_heard(&c->live, &p->t->watch, kvf_monotonic_ns());
-	/* Before the frame becomes an event: a ROOM_INFO pushed while we are
-	 * still CONNECTING would have its writes refused (-ENOTCONN) and the
-	 * room failed as peer lost. Our QP is in RTS since the accept. */
-	if (!c->active && atomic_load(&c->state) == KVF_CONN_CONNECTING)
-		kvf_conn_set_established(c, "first frame before the ESTABLISHED event");
-	if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+	if (!c->hs.verified) {
+		/* Nothing of a peer that has not proved the token is taken:
+		 * only its proof (handshake.h). */
+		kvf_handshake_on_recv(c, wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM ? NULL :
+				      c->rx_buf + (size_t)slot * p->t->frame_max, wc->byte_len);
+	} else if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
 		uint32_t imm = ntohl(wc->imm_data);
 		struct kvf_event ev = {
 			.kind = KVF_EV_DATA_DONE,
@@ -188,7 +192,7 @@ static void on_send(struct poller *p, struct kvf_conn *c, const struct ibv_wc *w
 		return;
 	}
 	/* Ours, not the scheduler's: its credits and buffers never see it. */
-	if (kvf_keepalive_on_wc(c, wc, kvf_monotonic_ns()))
+	if (kvf_keepalive_on_wc(c, wc, kvf_monotonic_ns()) || kvf_handshake_on_wc(c, wc))
 		return;
 	kvf_rdma_push(p->t, &ev);
 	if (KVF_FAULT_SEND_WC(c))
@@ -279,15 +283,14 @@ static void fail_all(struct kvf_rdma *t, const char *why)
 
 /* Data arrived on a QP whose connection rdma_cm has not seen established
  * (the RTU is late or lost). The QP is ours, not rdma_cm's, so rdma_cm
- * learns it only from us. */
+ * learns it only from us. What it means for us is the peer's proof
+ * (handshake.h), which that data is. */
 static void on_comm_est(struct kvf_rdma *t, const struct ibv_async_event *ae)
 {
 	struct kvf_conn *c = by_qp_num(t, ae->element.qp->qp_num);
 
 	if (c && c->cm_id)
 		rdma_notify(c->cm_id, IBV_EVENT_COMM_EST);
-	if (c && !c->active)
-		kvf_conn_set_established(c, "COMM_EST");
 }
 
 /* One event, taking down only what it names: a QP's or a CQ's connection,
@@ -474,7 +477,9 @@ static void check_conn(struct kvf_rdma *t, struct kvf_conn *c, uint64_t now)
 			kvf_conn_teardown(c, KVF_FAIL_PEER_LOST, "peer disconnected");
 	} else if (st == KVF_CONN_ESTABLISHED && kvf_live_lost(&c->live, &t->watch, limit, now)) {
 		lost(t, c, now);
-	} else if (st < KVF_CONN_ESTABLISHED && cfg->connect_timeout_ms &&
+	} else if (st == KVF_CONN_AUTH) {
+		kvf_handshake_tick(c, now);
+	} else if (st < KVF_CONN_AUTH && cfg->connect_timeout_ms &&
 		   age_ns(now, c->created_ns) > cfg->connect_timeout_ms * 1000000ull) {
 		snprintf(why, sizeof(why), "not connected after %u ms (rdma.connect_timeout_ms)",
 			 cfg->connect_timeout_ms);

@@ -256,6 +256,33 @@ int kvf_proto_encode_heartbeat(void *buf, size_t cap)
 	return encode_bare(buf, cap, KVF_FR_HEARTBEAT, 0);
 }
 
+/* role u8, status u8, reserved u16, decode_qpn u32, prefill_qpn u32, the
+ * two nonces, the two GIDs, mac[32]: the mac's input is every byte before
+ * it, header included (version and type bind it to this protocol). */
+int kvf_proto_encode_auth(void *buf, size_t cap, uint8_t role, uint8_t status,
+			  const struct kvf_auth_id *id)
+{
+	uint8_t *p = buf;
+
+	if (!buf || !id || role > 1)
+		return -EINVAL;
+	if (cap < KVF_PROTO_AUTH_LEN)
+		return -EMSGSIZE;
+	memset(p, 0, KVF_PROTO_AUTH_LEN);
+	put_hdr(p, KVF_FR_AUTH, KVF_PROTO_AUTH_LEN, 0);
+	p += KVF_PROTO_HDR_LEN;
+	p[0] = role;
+	p[1] = status;
+	put32(p + 4, id->decode_qpn);
+	put32(p + 8, id->prefill_qpn);
+	p += 12;
+	memcpy(p, id->decode_nonce, KVF_PROTO_NONCE_LEN);
+	memcpy(p + 16, id->prefill_nonce, KVF_PROTO_NONCE_LEN);
+	memcpy(p + 32, id->decode_gid, KVF_PROTO_GID_LEN);
+	memcpy(p + 48, id->prefill_gid, KVF_PROTO_GID_LEN);
+	return (int)KVF_PROTO_AUTH_LEN;
+}
+
 /* ---------------------------------------------------------- decoding */
 
 #define BAD(err, ...)                                   \
@@ -467,6 +494,42 @@ static int decode_abort(const uint8_t *p, size_t len, struct kvf_frame *f, char 
 	return 0;
 }
 
+static bool all_zero(const uint8_t *p, size_t n)
+{
+	while (n--)
+		if (*p++)
+			return false;
+	return true;
+}
+
+/* A refusal carries no MAC: its mac field is 0, like a reserved one. */
+static int decode_auth(const uint8_t *p, size_t len, struct kvf_frame *f, char *detail,
+		       size_t dlen)
+{
+	const uint8_t *b = p + KVF_PROTO_HDR_LEN;
+
+	if (len != KVF_PROTO_AUTH_LEN)
+		BAD(-EBADMSG, "AUTH of %zu bytes, expected %u", len, KVF_PROTO_AUTH_LEN);
+	if (f->room_id)
+		BAD(-EBADMSG, "AUTH with room id %#" PRIx64 " (reserved, 0)", f->room_id);
+	f->auth.role = b[0];
+	f->auth.status = b[1];
+	if (f->auth.role > 1)
+		BAD(-EBADMSG, "AUTH from role %u (0 sender, 1 receiver)", f->auth.role);
+	if (get16(b + 2))
+		BAD(-EBADMSG, "AUTH with reserved 0x%04x (must be 0)", get16(b + 2));
+	f->auth.id.decode_qpn = get32(b + 4);
+	f->auth.id.prefill_qpn = get32(b + 8);
+	memcpy(f->auth.id.decode_nonce, b + 12, KVF_PROTO_NONCE_LEN);
+	memcpy(f->auth.id.prefill_nonce, b + 28, KVF_PROTO_NONCE_LEN);
+	memcpy(f->auth.id.decode_gid, b + 44, KVF_PROTO_GID_LEN);
+	memcpy(f->auth.id.prefill_gid, b + 60, KVF_PROTO_GID_LEN);
+	f->auth.mac = p + KVF_PROTO_AUTH_MAC_OFF;
+	if (f->auth.status != KVF_AUTH_PROOF && !all_zero(f->auth.mac, KVF_PROTO_MAC_LEN))
+		BAD(-EBADMSG, "AUTH refusal %u with a mac (must be 0)", f->auth.status);
+	return 0;
+}
+
 static int decode_body(const uint8_t *p, size_t len, const struct kvf_proto_limits *lim,
 		       struct kvf_frame *f, char *detail, size_t dlen)
 {
@@ -487,6 +550,8 @@ static int decode_body(const uint8_t *p, size_t len, const struct kvf_proto_limi
 		if (f->type == KVF_FR_HEARTBEAT && f->room_id)
 			BAD(-EBADMSG, "HEARTBEAT with room id %#" PRIx64 " (reserved, 0)", f->room_id);
 		return 0;
+	case KVF_FR_AUTH:
+		return decode_auth(p, len, f, detail, dlen);
 	default:
 		BAD(-EPROTO, "unknown frame type %u", f->type);
 	}
@@ -843,6 +908,7 @@ const char *kvf_frame_type_str(unsigned type)
 		[KVF_FR_ABORT_ACK] = "ABORT_ACK",
 		[KVF_FR_HEARTBEAT] = "HEARTBEAT",
 		[KVF_FR_ROOM_INFO_CONT] = "ROOM_INFO_CONT",
+		[KVF_FR_AUTH] = "AUTH",
 	};
 
 	return type < KVF_FR_NUM && names[type] ? names[type] : "UNKNOWN";
@@ -850,24 +916,10 @@ const char *kvf_frame_type_str(unsigned type)
 
 /* ------------------------------------------------ rdma_cm private data */
 
-/* FNV-1a 64 with two offset bases: cheap, stable, no crypto dependency.
- * Enough to catch a token mismatch; see the header. */
-void kvf_proto_token_hash(const char *token, uint8_t out[16])
-{
-	uint64_t h[2] = {0xcbf29ce484222325ull, 0x84222325cbf29ce4ull};
-
-	for (int k = 0; k < 2; k++) {
-		for (const char *c = token ? token : ""; *c; c++) {
-			h[k] ^= (uint8_t)*c;
-			h[k] *= 0x100000001b3ull;
-		}
-		put64(out + 8 * k, h[k]);
-	}
-}
-
-/* magic u32, version u16, mtu u8, reserved u8, frame_max u32,
- * token_hash[16], engine_id[28] = 56 bytes. The mtu byte was reserved (0)
- * before it was used: a peer that does not set it asks for nothing. */
+/* magic u32, version u16, mtu u8, reserved u8, frame_max u32, nonce[16],
+ * engine_id[28] = 56 bytes. The mtu byte was reserved (0) before it was
+ * used: a peer that does not set it asks for nothing. The nonce sits where
+ * versions up to 4 sent the token's hash. */
 void kvf_proto_encode_cm(uint8_t out[KVF_PROTO_CM_LEN], const struct kvf_cm_hello *h)
 {
 	memset(out, 0, KVF_PROTO_CM_LEN);
@@ -875,7 +927,7 @@ void kvf_proto_encode_cm(uint8_t out[KVF_PROTO_CM_LEN], const struct kvf_cm_hell
 	put16(out + 4, h->version);
 	out[6] = h->mtu;
 	put32(out + 8, h->frame_max);
-	memcpy(out + 12, h->token_hash, 16);
+	memcpy(out + 12, h->nonce, KVF_PROTO_NONCE_LEN);
 	memcpy(out + 28, h->engine_id, strnlen(h->engine_id, sizeof(h->engine_id) - 1));
 }
 
@@ -897,7 +949,7 @@ int kvf_proto_decode_cm(const void *buf, size_t len, struct kvf_cm_hello *h,
 		BAD(-EBADMSG, "connection private data with reserved byte 0x%02x (must be 0)", p[7]);
 	h->mtu = p[6];
 	h->frame_max = get32(p + 8);
-	memcpy(h->token_hash, p + 12, 16);
+	memcpy(h->nonce, p + 12, KVF_PROTO_NONCE_LEN);
 	memcpy(h->engine_id, p + 28, sizeof(h->engine_id) - 1);
 	h->engine_id[sizeof(h->engine_id) - 1] = '\0';
 	if (h->frame_max < KVF_PROTO_HDR_LEN)

@@ -24,6 +24,9 @@
  *   ROOM_INFO_CONT  offset u32, len u32, len bytes of the info
  *   ABORT      to_role u8, reserved u8, reason u16, reserved u32
  *   ABORT_ACK, HEARTBEAT: none
+ *   AUTH       role u8, status u8, reserved u16, decode_qpn u32,
+ *              prefill_qpn u32, decode_nonce[16], prefill_nonce[16],
+ *              decode_gid[16], prefill_gid[16], mac[32] (auth.h)
  * The info (a room's ROOM_INFO body once whole):
  *   nlists u32, user_len u32, user[user_len], zero to a multiple of 4,
  *   nlists x { region u32 (an id of the receiver's HELLO), n u32, n x u32 }
@@ -56,8 +59,11 @@
  * 3: HELLO carries regions, ROOM_INFO an info of several lists and user
  * data. The versions refuse each other at connect.
  * 4: a HELLO buffer entry carries the buffer's geometry (48 bytes, was 24):
- * a version-3 peer would read geometry as the next buffer. */
-#define KVF_PROTO_VERSION 4u
+ * a version-3 peer would read geometry as the next buffer.
+ * 5: the token hash leaves the connect data (a nonce takes its place) and
+ * AUTH frames prove the token (auth.h): a version-4 peer would take the
+ * nonce for a hash and find no AUTH frame type. */
+#define KVF_PROTO_VERSION 5u
 #define KVF_PROTO_HDR_LEN 24u
 #define KVF_PROTO_ENGINE_ID_LEN 32u
 #define KVF_PROTO_HELLO_FIXED (KVF_PROTO_HDR_LEN + KVF_PROTO_ENGINE_ID_LEN + 8u)
@@ -71,6 +77,16 @@
 #define KVF_PROTO_ROOM_INFO_FIXED (KVF_PROTO_HDR_LEN + 16u)
 #define KVF_PROTO_ROOM_INFO_CONT_FIXED (KVF_PROTO_HDR_LEN + 8u)
 #define KVF_PROTO_ABORT_LEN (KVF_PROTO_HDR_LEN + 8u)
+#define KVF_PROTO_NONCE_LEN 16u
+#define KVF_PROTO_GID_LEN 16u
+#define KVF_PROTO_MAC_LEN 32u         /* HMAC-SHA256 */
+#define KVF_PROTO_AUTH_MAC_OFF (KVF_PROTO_HDR_LEN + 12u + 2 * KVF_PROTO_NONCE_LEN + \
+				2 * KVF_PROTO_GID_LEN)
+#define KVF_PROTO_AUTH_LEN (KVF_PROTO_AUTH_MAC_OFF + KVF_PROTO_MAC_LEN)
+/* The smallest receive buffer a peer may announce: an AUTH frame (the
+ * first one each side must take), which is more than a ROOM_INFO with one
+ * item id. */
+#define KVF_PROTO_MIN_FRAME_MAX KVF_PROTO_AUTH_LEN
 
 enum kvf_frame_type {
 	KVF_FR_HELLO = 1,     /* pool layout, both ways, first frame */
@@ -79,6 +95,7 @@ enum kvf_frame_type {
 	KVF_FR_ABORT_ACK = 4, /* prefill -> decode: no write of the room left */
 	KVF_FR_HEARTBEAT = 5, /* liveness */
 	KVF_FR_ROOM_INFO_CONT = 6, /* decode -> prefill: more of a ROOM_INFO's ids */
+	KVF_FR_AUTH = 7,      /* both ways, before any other: the token's proof */
 	KVF_FR_NUM
 };
 
@@ -99,6 +116,22 @@ struct kvf_hello_region {
 	uint32_t nitems;
 	uint32_t nbufs;
 };
+
+/* What a proof of the token is bound to (auth.h): the connection as one
+ * side sees it. The nonces come from the connect and accept private data,
+ * the QP numbers from the CM's REQ and REP, the GIDs from the route. */
+struct kvf_auth_id {
+	uint32_t decode_qpn;
+	uint32_t prefill_qpn;
+	uint8_t decode_nonce[KVF_PROTO_NONCE_LEN];
+	uint8_t prefill_nonce[KVF_PROTO_NONCE_LEN];
+	uint8_t decode_gid[KVF_PROTO_GID_LEN];
+	uint8_t prefill_gid[KVF_PROTO_GID_LEN];
+};
+
+/* AUTH status: 0 a proof, else why the sender refuses the connection
+ * (enum kvf_auth_refusal's values from 1, the same numbers). */
+#define KVF_AUTH_PROOF 0u
 
 /* A decoded frame. Pointers point into the received buffer. */
 struct kvf_frame {
@@ -124,6 +157,12 @@ struct kvf_frame {
 			uint8_t to_role;
 			uint16_t reason;
 		} abort;
+		struct {
+			uint8_t role;          /* the sender's: KVF_SENDER, KVF_RECEIVER */
+			uint8_t status;        /* KVF_AUTH_PROOF or a refusal */
+			struct kvf_auth_id id; /* as the sender sees the connection */
+			const uint8_t *mac;    /* KVF_PROTO_MAC_LEN bytes */
+		} auth;
 	};
 };
 
@@ -196,6 +235,10 @@ int kvf_proto_encode_abort(void *buf, size_t cap, uint64_t room_id,
 			   uint8_t to_role, uint16_t reason);
 int kvf_proto_encode_abort_ack(void *buf, size_t cap, uint64_t room_id);
 int kvf_proto_encode_heartbeat(void *buf, size_t cap);
+/* An AUTH frame with its mac zero (auth.c fills a proof's in). role:
+ * KVF_SENDER or KVF_RECEIVER; status: KVF_AUTH_PROOF or a refusal. */
+int kvf_proto_encode_auth(void *buf, size_t cap, uint8_t role, uint8_t status,
+			  const struct kvf_auth_id *id);
 
 /*
  * Decode and validate one received frame of len bytes. Returns 0 and *f, or
@@ -285,8 +328,8 @@ const char *kvf_frame_type_str(unsigned type);
 /* ------------------------------------------------ rdma_cm private data */
 
 /* Connect and accept carry this (56 bytes fit a connect request's private
- * data). The token travels as a 128-bit hash: it guards against a
- * misconfigured peer, it is not a secret on an untrusted fabric. */
+ * data). Nothing of the token travels in it: each side's nonce does, and
+ * the AUTH frames that follow prove the token over both (auth.h). */
 #define KVF_PROTO_CM_LEN 56u
 struct kvf_cm_hello {
 	uint16_t version;
@@ -294,7 +337,7 @@ struct kvf_cm_hello {
 	                         the active side asks for (rdma.mtu), in the
 	                         accept the one the passive side set; 0 = none */
 	uint32_t frame_max;   /* receive buffer size: the largest frame we take */
-	uint8_t token_hash[16];
+	uint8_t nonce[KVF_PROTO_NONCE_LEN]; /* the sender's, fresh per connection */
 	char engine_id[29];   /* truncated to 28, for logs */
 };
 
@@ -308,13 +351,13 @@ struct kvf_cm_hello {
 enum kvf_rej_code {
 	KVF_REJ_NONE = 0,
 	KVF_REJ_VERSION,   /* protocol version differs */
-	KVF_REJ_TOKEN,     /* auth token differs */
+	KVF_REJ_TOKEN,     /* auth token differs (version 4 and before: the
+	                      token is now proved after the accept, auth.h) */
 	KVF_REJ_MALFORMED, /* private data missing or bad */
 	KVF_REJ_RESOURCES, /* could not set up the queue pair */
 	KVF_REJ_NUM
 };
 
-void kvf_proto_token_hash(const char *token, uint8_t out[16]);
 void kvf_proto_encode_cm(uint8_t out[KVF_PROTO_CM_LEN], const struct kvf_cm_hello *h);
 /* -EBADMSG (short, bad magic, or our version with the reserved byte not 0:
  * detail says which) or 0. The version is returned as is; the caller

@@ -53,11 +53,11 @@ struct kvf_rdma {
 	uint32_t frame_max;           /* our receive (and send) buffer size */
 	uint32_t max_sge;
 	uint32_t signal_every;
-	uint8_t cm_priv[56];          /* our connect private data (template of
-	                                 the accept's, which adds the MTU set) */
+	uint8_t cm_priv[56];          /* our connect private data, without its
+	                                 nonce: the template of each connect and
+	                                 accept (which adds the MTU set) */
 	uint8_t want_mtu;             /* enum ibv_mtu of rdma.mtu, 0 = not set */
 	uint8_t active_mtu;           /* the port's active MTU (enum ibv_mtu) */
-	uint8_t token_hash[16];
 	uint8_t *ka_frame;            /* the keepalives' HEARTBEAT (keepalive.h):
 	                                 written once at create, read by the NIC */
 	struct ibv_mr *ka_mr;
@@ -116,6 +116,12 @@ struct kvf_rdma {
 	_Atomic uint64_t st_ka_sent;  /* keepalives posted (keepalive.c) */
 	_Atomic uint64_t st_ka_acked; /* ... and completed: the peer's NIC ACKed */
 	_Atomic uint64_t st_ka_late;  /* due while the last was in flight: not sent */
+	/* The token's exchange (handshake.c): AUTH frames posted, peers
+	 * proved, refusals by enum kvf_auth_refusal, frames dropped unread. */
+	_Atomic uint64_t st_auth_tx;
+	_Atomic uint64_t st_auth_ok;
+	_Atomic uint64_t st_auth_refused[KVF_AUTH_NUM];
+	_Atomic uint64_t st_auth_dropped;
 
 	/* Poller-thread only: connections it polls (have a CQ), and its own
 	 * presence (liveness.h: its absences are not the peers' silence). */

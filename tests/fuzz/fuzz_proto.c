@@ -74,6 +74,14 @@ static int reencode(const struct kvf_frame *f, uint8_t *out, size_t cap)
 					      f->abort.reason);
 	case KVF_FR_ABORT_ACK:
 		return kvf_proto_encode_abort_ack(out, cap, f->room_id);
+	case KVF_FR_AUTH: {
+		int len = kvf_proto_encode_auth(out, cap, f->auth.role, f->auth.status, &f->auth.id);
+
+		/* The mac is the input's (a refusal's is 0, checked). */
+		if (len > 0)
+			memcpy(out + KVF_PROTO_AUTH_MAC_OFF, f->auth.mac, KVF_PROTO_MAC_LEN);
+		return len;
+	}
 	default:
 		return kvf_proto_encode_heartbeat(out, cap);
 	}
@@ -178,7 +186,7 @@ static void check_cm(const uint8_t *data, size_t size)
 	kvf_proto_encode_cm(pd, &h);
 	if (kvf_proto_decode_cm(pd, sizeof(pd), &h2, why, sizeof(why)) ||
 	    h2.version != h.version || h2.mtu != h.mtu || h2.frame_max != h.frame_max ||
-	    memcmp(h2.token_hash, h.token_hash, 16) || strcmp(h2.engine_id, h.engine_id))
+	    memcmp(h2.nonce, h.nonce, sizeof(h.nonce)) || strcmp(h2.engine_id, h.engine_id))
 		broken("connect data does not round-trip", why);
 }
 

@@ -13,6 +13,7 @@
 
 #include <kvferry/kvferry.h>
 
+#include "rdma/auth.h"
 #include "rdma/proto.h"
 
 static const char *root;
@@ -104,6 +105,9 @@ static void proto_seeds(void)
 	struct kvf_cm_hello h = {.version = KVF_PROTO_VERSION, .mtu = 3, .frame_max = 65536,
 				 .engine_id = "prefill-0"};
 	uint8_t cm[KVF_PROTO_CM_LEN], rej[KVF_PROTO_REJ_LEN];
+	struct kvf_auth_id id = {.decode_qpn = 0x11, .prefill_qpn = 0x12,
+				 .decode_gid = {[10] = 0xff, [11] = 0xff, 10, 77, 0, 2},
+				 .prefill_gid = {[10] = 0xff, [11] = 0xff, 10, 77, 0, 1}};
 
 	put("proto", "hello", fr, (size_t)hello());
 	put("proto", "room_info", fr, (size_t)whole(7, 9, 4));
@@ -112,11 +116,17 @@ static void proto_seeds(void)
 	put("proto", "abort", fr, (size_t)kvf_proto_encode_abort(fr, sizeof(fr), 7, 1, 5));
 	put("proto", "abort_ack", fr, (size_t)kvf_proto_encode_abort_ack(fr, sizeof(fr), 7));
 	put("proto", "heartbeat", fr, (size_t)kvf_proto_encode_heartbeat(fr, sizeof(fr)));
-	kvf_proto_token_hash("secret", h.token_hash);
+	for (unsigned i = 0; i < sizeof(h.nonce); i++)
+		h.nonce[i] = (uint8_t)(0x5a ^ i);
 	kvf_proto_encode_cm(cm, &h);
 	put("proto", "cm_private_data", cm, sizeof(cm));
-	kvf_proto_encode_rej(rej, KVF_REJ_TOKEN, "peer decode-0 has a different auth token");
+	kvf_proto_encode_rej(rej, KVF_REJ_VERSION, "peer decode-0 speaks protocol 4, we speak 5");
 	put("proto", "reject", rej, sizeof(rej));
+	memcpy(id.decode_nonce, h.nonce, sizeof(id.decode_nonce));
+	put("proto", "auth_proof", fr, (size_t)kvf_auth_prove(fr, sizeof(fr), KVF_RECEIVER, &id,
+							      "secret"));
+	put("proto", "auth_refusal", fr, (size_t)kvf_auth_refuse(fr, sizeof(fr), KVF_SENDER,
+								 KVF_AUTH_BAD_TOKEN, &id));
 }
 
 /* A whole info of n ids for room, 12 bytes a frame, each record op. */

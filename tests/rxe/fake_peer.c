@@ -5,9 +5,10 @@
  * or reads goes through wire_codec.c, which is built from the document's
  * tables (wire_doc.h, generated at build time), never from src/proto.h. It
  * connects to a real kvferry prefill engine (tests/rxe/kvf_driver --role
- * prefill), does the real handshake (connect private data, HELLO,
- * ROOM_INFO, HEARTBEAT), checks every byte the prefill writes, and
- * misbehaves on purpose:
+ * prefill), does the real handshake (connect private data with its nonce,
+ * its AUTH proof, the prefill's proof checked, HELLO, ROOM_INFO,
+ * HEARTBEAT), checks every byte the prefill writes, and misbehaves on
+ * purpose:
  *
  *   good        everything right: every room's data lands and checks
  *   bad-rkey    HELLO carries wrong rkeys; room 0 is asked on that connection
@@ -38,7 +39,17 @@
  *               prefill's RC ACK is on its way): every room should still be
  *               SUCCESS at the prefill
  *   bad-version connect private data with the next protocol version: rejected
- *   bad-token   connect private data with another token's hash: rejected
+ *   bad-token   a proof under another token: the prefill refuses it with an
+ *               AUTH refusal (bad token) and disconnects; nothing it sends
+ *               before that may carry a MAC or be a HELLO
+ *   replay      connection 1 right (every room on it), its connect private
+ *               data and AUTH proof kept as a sniffer would; connection 2
+ *               sends both again, byte for byte: refused (replayed proof)
+ *   silent      connection 1 never sends its proof: refused (no proof in
+ *               time) and dropped within --auth-ms (+ 1.5 s); rooms on a
+ *               second, right connection
+ *   early       connection 1 sends HELLO before its proof: refused (frame
+ *               before proof); rooms on a second, right connection
  *
  * One line per event on stdout ("fake_peer: ..."); the last line is
  * "fake_peer: RESULT ok" or "fake_peer: RESULT FAIL <reason>" (what this
@@ -50,6 +61,7 @@
  *     [--block-size S (16384)] [--blocks-per-room K (4)] [--pool-blocks P]
  *     [--src-pool-blocks P (the prefill's pool, default --pool-blocks)]
  *     [--bad-room I (2)] [--hb-ms MS (500)] [--wait S (4)] [--timeout S (30)]
+ *     [--auth-ms MS (5000): the prefill's rdma.auth_timeout_ms, for silent]
  * The shape options must equal the prefill driver's.
  */
 #include <arpa/inet.h>
@@ -67,6 +79,7 @@
 #include <unistd.h>
 
 #include <infiniband/verbs.h>
+#include <openssl/rand.h>
 #include <rdma/rdma_cma.h>
 
 #include "pattern.h"
@@ -78,14 +91,15 @@
 #define CQ_N 256
 
 enum mode { M_GOOD, M_BAD_RKEY, M_BAD_BLOCK, M_MR_OVERRUN, M_TRUNCATED, M_SHORT, M_BAD_LAYOUT,
-	    M_BAD_VERSION, M_BAD_TOKEN, M_BIG_POOL, M_CLOSE_FAST };
+	    M_BAD_VERSION, M_BAD_TOKEN, M_BIG_POOL, M_CLOSE_FAST, M_REPLAY, M_SILENT, M_EARLY };
 static const char *const mode_names[] = {"good", "bad-rkey", "bad-block", "mr-overrun",
-	"truncated", "short", "bad-layout", "bad-version", "bad-token", "big-pool", "close-fast"};
+	"truncated", "short", "bad-layout", "bad-version", "bad-token", "big-pool", "close-fast",
+	"replay", "silent", "early"};
 
 struct opts {
 	const char *server, *bind, *token;
 	enum mode mode;
-	uint32_t rooms, nbufs, bpr, pool_blocks, bad_room, hb_ms;
+	uint32_t rooms, nbufs, bpr, pool_blocks, bad_room, hb_ms, auth_ms;
 	uint32_t src_pool_blocks; /* the prefill's pool (pattern.h source blocks) */
 	uint32_t dst_off;         /* big-pool: destination blocks start here */
 	uint64_t block_size, first_id;
@@ -115,6 +129,14 @@ struct conn {
 	bool established, gone, rejected, disc;
 	char why[160];
 	double last_hb;
+	/* The token's exchange (docs/wire.md 4.4) */
+	uint8_t req[KVF_WIRE_CM_LEN];      /* our connect private data, as sent */
+	uint8_t proof[KVF_WIRE_AUTH_LEN];  /* our proof, as sent */
+	struct kw_auth_id who;             /* the connection as we see it */
+	double est_t, refused_t, gone_t;   /* ESTABLISHED, the prefill's refusal, and its
+	                                      disconnect (a DREQ may be retried: later) */
+	uint32_t leaks;                    /* frames the prefill sent before our proof held */
+	int refusal;                       /* the prefill's refusal code, -1 none */
 };
 
 static void usage(void)
@@ -131,7 +153,7 @@ static void parse(int argc, char **argv, struct opts *o)
 
 	*o = (struct opts){.token = "", .rooms = 6, .nbufs = 4, .bpr = 4, .block_size = 16384,
 			   .first_id = 0x1000, .bad_room = 2, .hb_ms = 500, .wait_s = 4,
-			   .timeout_s = 30};
+			   .timeout_s = 30, .auth_ms = 5000};
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 
@@ -151,6 +173,7 @@ static void parse(int argc, char **argv, struct opts *o)
 		else if (!strcmp(a, "--src-pool-blocks")) o->src_pool_blocks = (uint32_t)strtoul(v, NULL, 0);
 		else if (!strcmp(a, "--bad-room")) o->bad_room = (uint32_t)strtoul(v, NULL, 0);
 		else if (!strcmp(a, "--hb-ms")) o->hb_ms = (uint32_t)strtoul(v, NULL, 0);
+		else if (!strcmp(a, "--auth-ms")) o->auth_ms = (uint32_t)strtoul(v, NULL, 0);
 		else if (!strcmp(a, "--wait")) o->wait_s = atof(v);
 		else if (!strcmp(a, "--timeout")) o->timeout_s = atof(v);
 		else usage();
@@ -432,14 +455,30 @@ static void conn_close(struct peer *p, struct conn *c)
 	c->rx_mr = c->tx_mr = NULL, c->pool_mr = NULL, c->established = false;
 }
 
-/* Connect with our private data (version and token per mode). 0 when
- * established, 1 when rejected (c->why says why), <0 on other errors. */
-static int conn_open(struct peer *p, struct conn *c, uint16_t version, const char *token)
+/* What the connection is, as we see it (docs/wire.md 4.4): our nonce and
+ * the prefill's from the accept, the QP numbers of the CM's REQ and REP,
+ * the GIDs of the route (sgid ours). */
+static void bind_id(struct conn *c, const struct kw_cm *accept, uint32_t peer_qpn)
+{
+	const struct rdma_ib_addr *ib = &c->id->route.addr.addr.ibaddr;
+
+	memcpy(c->who.decode_nonce, c->req + KVF_WIRE_CM_NONCE_OFF, KVF_WIRE_NONCE_LEN);
+	memcpy(c->who.prefill_nonce, accept->nonce, KVF_WIRE_NONCE_LEN);
+	c->who.decode_qpn = c->id->qp->qp_num;
+	c->who.prefill_qpn = peer_qpn;
+	memcpy(c->who.decode_gid, ib->sgid.raw, KVF_WIRE_GID_LEN);
+	memcpy(c->who.prefill_gid, ib->dgid.raw, KVF_WIRE_GID_LEN);
+}
+
+/* Connect with our private data: the version per mode, a fresh nonce, or
+ * replay's bytes of an earlier connect as they are. 0 when established
+ * (the token not proved yet: conn_auth), 1 when rejected (c->why says
+ * why), <0 on other errors. */
+static int conn_open(struct peer *p, struct conn *c, uint16_t version, const uint8_t *replay)
 {
 	struct sockaddr_storage dst, src;
 	struct kw_cm h = {.version = version, .frame_max = FRAME};
-	uint8_t priv[KVF_WIRE_CM_LEN];
-	struct rdma_conn_param cp = {.private_data = priv, .private_data_len = sizeof(priv),
+	struct rdma_conn_param cp = {.private_data = c->req, .private_data_len = sizeof(c->req),
 				     .responder_resources = 1, .initiator_depth = 1,
 				     .retry_count = 7, .rnr_retry_count = 7};
 	struct ibv_qp_init_attr qa = {.cap = {.max_send_wr = 64, .max_recv_wr = RX_N,
@@ -449,6 +488,7 @@ static int conn_open(struct peer *p, struct conn *c, uint16_t version, const cha
 	int e;
 
 	memset(c, 0, sizeof(*c));
+	c->refusal = -1;
 	if (get_addr(p->o.server, true, &dst) || (p->o.bind && get_addr(p->o.bind, false, &src)))
 		return -EINVAL;
 	c->ech = rdma_create_event_channel();
@@ -488,9 +528,12 @@ static int conn_open(struct peer *p, struct conn *c, uint16_t version, const cha
 	for (uint32_t s = 0; s < RX_N; s++)
 		if (post_recv(p, c, s))
 			return -EIO;
-	kw_token_hash(token, h.token_hash);
+	if (RAND_bytes(h.nonce, sizeof(h.nonce)) != 1)
+		return -EIO;
 	snprintf(h.engine_id, sizeof(h.engine_id), "fake-peer");
-	kw_encode_cm(priv, &h);
+	kw_encode_cm(c->req, &h);
+	if (replay)
+		memcpy(c->req, replay, sizeof(c->req));
 	if (rdma_connect(c->id, &cp)) {
 		printf("fake_peer: rdma_connect: %s\n", strerror(errno));
 		return -errno;
@@ -522,16 +565,156 @@ static int conn_open(struct peer *p, struct conn *c, uint16_t version, const cha
 		char why[128];
 
 		if (kw_decode_cm(ev->param.conn.private_data, ev->param.conn.private_data_len,
-				 &ph, why, sizeof(why)))
+				 &ph, why, sizeof(why))) {
 			printf("fake_peer: ESTABLISHED, but the accept data is bad: %s\n", why);
-		else
-			printf("fake_peer: ESTABLISHED with %s (protocol %u, frames up to %u bytes, qp 0x%x)\n",
-			       ph.engine_id, ph.version, ph.frame_max, c->id->qp->qp_num);
+			rdma_ack_cm_event(ev);
+			return -EPROTO;
+		}
+		printf("fake_peer: ESTABLISHED with %s (protocol %u, frames up to %u bytes, qp 0x%x, "
+		       "its qp 0x%x)\n", ph.engine_id, ph.version, ph.frame_max, c->id->qp->qp_num,
+		       ev->param.conn.qp_num);
+		bind_id(c, &ph, ev->param.conn.qp_num);
 	}
 	rdma_ack_cm_event(ev);
 	c->established = true;
-	c->last_hb = kvt_mono();
+	c->est_t = c->last_hb = kvt_mono();
 	return 0;
+}
+
+/* ------------------------------------------------------------ the token */
+
+/* The next thing the prefill sends: a frame (1, copied to out), a write's
+ * immediate (2), the connection gone (0), or -ETIMEDOUT after secs. */
+static int next_recv(struct peer *p, struct conn *c, double secs, uint8_t *out, uint32_t *len)
+{
+	double end = kvt_mono() + secs;
+	struct rdma_cm_event *ev;
+	struct ibv_wc wc;
+
+	while (kvt_mono() < end) {
+		if (!rdma_get_cm_event(c->ech, &ev)) {
+			if (ev->event == RDMA_CM_EVENT_DISCONNECTED) {
+				c->gone = c->disc = true;
+				c->gone_t = kvt_mono();
+			}
+			rdma_ack_cm_event(ev);
+		}
+		if (ibv_poll_cq(c->cq, 1, &wc) == 1) {
+			if (wc.status != IBV_WC_SUCCESS) {
+				c->gone = true;
+				continue;
+			}
+			if (wc.wr_id & (1u << 31))
+				continue; /* our sends */
+			*len = wc.byte_len;
+			if (wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM)
+				memcpy(out, p->rx + (size_t)wc.wr_id * FRAME, wc.byte_len);
+			post_recv(p, c, (uint32_t)wc.wr_id);
+			return wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM ? 2 : 1;
+		}
+		if (c->disc)
+			return 0;
+		usleep(200);
+	}
+	return -ETIMEDOUT;
+}
+
+static int send_raw(struct peer *p, struct conn *c, const uint8_t *frame, size_t len)
+{
+	uint32_t slot;
+
+	memcpy(tx_slot(p, c, &slot), frame, len);
+	return post_send(p, c, slot, (uint32_t)len);
+}
+
+/* Our proof under token, kept as sent (replay sends it again). */
+static int send_proof(struct peer *p, struct conn *c, const char *token)
+{
+	char dg[INET6_ADDRSTRLEN] = "?", pg[INET6_ADDRSTRLEN] = "?";
+
+	if (!kw_encode_auth(c->proof, sizeof(c->proof), KVF_WIRE_ROLE_RECEIVER, KVF_WIRE_AUTH_PROOF,
+			    &c->who, token))
+		return -EIO;
+	inet_ntop(AF_INET6, c->who.decode_gid, dg, sizeof(dg));
+	inet_ntop(AF_INET6, c->who.prefill_gid, pg, sizeof(pg));
+	printf("fake_peer: AUTH proof sent (decode qp 0x%x gid %s, prefill qp 0x%x gid %s)\n",
+	       c->who.decode_qpn, dg, c->who.prefill_qpn, pg);
+	return send_raw(p, c, c->proof, sizeof(c->proof));
+}
+
+/* The prefill's answer to our proof: its own proof, which must hold for
+ * this connection under token (0), or its refusal (1: c->refusal, c->why).
+ * Anything else before it is counted as a leak: a prefill must send
+ * nothing else to a peer that has not proved itself. */
+static int await_answer(struct peer *p, struct conn *c, const char *token, double secs)
+{
+	uint8_t b[FRAME];
+	uint32_t len;
+	struct kw_frame f;
+	char why[200];
+
+	for (;;) {
+		int r = next_recv(p, c, secs, b, &len);
+
+		if (r <= 0) {
+			snprintf(c->why, sizeof(c->why), "%s before the prefill answered our proof",
+				 r ? "timed out" : "disconnected");
+			return r ? r : -ECONNRESET;
+		}
+		if (r == 2 || kw_decode(b, len, &f, why, sizeof(why)) || f.type != KVF_WIRE_FR_AUTH) {
+			c->leaks++;
+			printf("fake_peer: LEAK: the prefill sent %s before its proof\n",
+			       r == 2 ? "a write" : kw_frame_name(b[6]));
+			continue;
+		}
+		if (f.status != KVF_WIRE_AUTH_PROOF) {
+			static const uint8_t zero[KVF_WIRE_AUTH_MAC_SIZE];
+
+			c->refusal = f.status;
+			c->refused_t = kvt_mono();
+			snprintf(c->why, sizeof(c->why), "%s", kw_auth_name(f.status) ?
+				 kw_auth_name(f.status) : "unknown refusal");
+			if (memcmp(f.mac, zero, sizeof(zero)))
+				c->leaks++, printf("fake_peer: LEAK: a MAC in the prefill's refusal\n");
+			printf("fake_peer: REFUSED by the prefill: %s (%.2f s after ESTABLISHED)\n",
+			       c->why, kvt_mono() - c->est_t);
+			return 1;
+		}
+		if (!kw_auth_holds(b, KVF_WIRE_ROLE_SENDER, &c->who, token)) {
+			snprintf(c->why, sizeof(c->why), "the prefill's proof does not hold");
+			return -EACCES;
+		}
+		printf("fake_peer: AUTH the prefill's proof holds\n");
+		return 0;
+	}
+}
+
+/* After a refusal: the prefill disconnects, and sends nothing else. */
+static void await_gone(struct peer *p, struct conn *c, double secs)
+{
+	uint8_t b[FRAME];
+	uint32_t len;
+	int r;
+
+	while ((r = next_recv(p, c, secs, b, &len)) > 0) {
+		c->leaks++;
+		printf("fake_peer: LEAK: %s after the refusal\n", r == 2 ? "a write" :
+		       kw_frame_name(b[6]));
+	}
+	if (c->disc)
+		printf("fake_peer: disconnected by the prefill %.2f s after ESTABLISHED\n",
+		       c->gone_t - c->est_t);
+}
+
+/* Connected and the token proved both ways. 0, 1 (rejected or refused:
+ * c->why), <0. */
+static int conn_up(struct peer *p, struct conn *c, const char *token)
+{
+	int rc = conn_open(p, c, KVF_WIRE_VERSION, NULL);
+
+	if (!rc)
+		rc = send_proof(p, c, token) ? -EIO : await_answer(p, c, token, 15);
+	return rc;
 }
 
 /* Poll completions and cm events until every room in [lo, hi) is no longer
@@ -642,6 +825,102 @@ static int ask(struct peer *p, struct conn *c, uint32_t lo, uint32_t hi, int bad
 	return 0;
 }
 
+/* Rooms [lo, hi) on a new connection, right in every way. 0, or <0. */
+static int rooms_on_new_conn(struct peer *p, uint32_t lo, uint32_t hi)
+{
+	struct conn c;
+	int rc = conn_up(p, &c, p->o.token);
+
+	if (rc) {
+		printf("fake_peer: the right connection: %s\n", rc == 1 ? c.why : strerror(-rc));
+		conn_close(p, &c);
+		return rc == 1 ? -EACCES : rc;
+	}
+	send_hello(p, &c, false, false, false);
+	ask(p, &c, lo, hi, 0);
+	rc = run_loop(p, &c, lo, hi, false, p->o.timeout_s);
+	linger(p, &c, 1.5);
+	conn_close(p, &c);
+	return rc;
+}
+
+/* One connection that does not prove the token (per mode): refused with
+ * the reason the mode expects, and nothing but that refusal from the
+ * prefill before it disconnects. */
+static int refused_conn(struct peer *p, const uint8_t *req, const uint8_t *proof, int want,
+			double *took)
+{
+	const struct opts *o = &p->o;
+	struct conn c;
+	int rc = conn_open(p, &c, KVF_WIRE_VERSION, req);
+
+	if (rc)
+		return printf("fake_peer: the connection was not made: %s\n",
+			      rc == 1 ? c.why : strerror(-rc)), -ENOTCONN;
+	if (o->mode == M_BAD_TOKEN)
+		rc = send_proof(p, &c, "not-the-token");
+	else if (o->mode == M_REPLAY)
+		rc = send_raw(p, &c, proof, KVF_WIRE_AUTH_LEN);
+	else if (o->mode == M_EARLY)
+		rc = send_hello(p, &c, false, false, false);
+	rc = rc ? -EIO : await_answer(p, &c, o->token, o->auth_ms / 1000.0 + 10);
+	if (rc == 1)
+		await_gone(p, &c, 5);
+	conn_close(p, &c);
+	*took = c.refusal >= 0 ? c.refused_t - c.est_t : -1;
+	if (rc != 1)
+		return printf("fake_peer: no refusal: %s\n", rc ? c.why : "the prefill's proof came"),
+		       -EPROTO;
+	if (c.refusal != want || c.leaks || !c.disc)
+		return printf("fake_peer: refused (%s, want %s), %u leaks, %s\n", c.why,
+			      kw_auth_name((unsigned)want), c.leaks,
+			      c.disc ? "disconnected" : "NOT disconnected"), -EPROTO;
+	return 0;
+}
+
+/* bad-token, replay, silent, early: docs/wire.md 4.4 from the wrong side. */
+static int auth_mode(struct peer *p)
+{
+	const struct opts *o = &p->o;
+	int want = o->mode == M_BAD_TOKEN ? KVF_WIRE_AUTH_BAD_TOKEN :
+		   o->mode == M_REPLAY ? KVF_WIRE_AUTH_REPLAY :
+		   o->mode == M_SILENT ? KVF_WIRE_AUTH_TIMEOUT : KVF_WIRE_AUTH_EARLY;
+	uint8_t req[KVF_WIRE_CM_LEN], proof[KVF_WIRE_AUTH_LEN];
+	double took, bound = o->auth_ms / 1000.0 + 1.5;
+	struct conn c;
+	int rc;
+
+	if (o->mode == M_REPLAY) {
+		/* A right connection, every room on it, seen by a sniffer. */
+		rc = conn_up(p, &c, o->token);
+		if (rc)
+			return result(false, "connection 1: %s", rc == 1 ? c.why : strerror(-rc));
+		memcpy(req, c.req, sizeof(req));
+		memcpy(proof, c.proof, sizeof(proof));
+		send_hello(p, &c, false, false, false);
+		ask(p, &c, 0, o->rooms, 0);
+		run_loop(p, &c, 0, o->rooms, false, o->timeout_s);
+		linger(p, &c, 1.5);
+		conn_close(p, &c);
+		printf("fake_peer: connection 1: %u rooms checked; replaying its connect data and "
+		       "proof on connection 2\n", p->ok);
+	}
+	if (refused_conn(p, o->mode == M_REPLAY ? req : NULL, proof, want, &took))
+		return result(false, "%s: not refused as %s, or the prefill sent more than its "
+			      "refusal", mode_names[o->mode], kw_auth_name((unsigned)want));
+	if (o->mode == M_SILENT && (took > bound || took < o->auth_ms / 1000.0 - 0.2))
+		return result(false, "refused %.2f s after ESTABLISHED, want %.1f to %.1f s", took,
+			      o->auth_ms / 1000.0 - 0.2, bound);
+	if (o->mode == M_SILENT || o->mode == M_EARLY)
+		rooms_on_new_conn(p, 0, o->rooms);
+	if (o->mode != M_BAD_TOKEN && (p->ok != o->rooms || p->bad_words))
+		return result(false, "%u of %u rooms checked on the right connection, %u bad words",
+			      p->ok, o->rooms, p->bad_words);
+	return result(true, "refused as expected: %s, %.2f s after ESTABLISHED; nothing but the "
+		      "refusal from the prefill, then its disconnect%s", kw_auth_name((unsigned)want), took,
+		      o->mode == M_BAD_TOKEN ? "" : "; every room on the right connection");
+}
+
 int main(int argc, char **argv)
 {
 	struct peer p = {0};
@@ -666,20 +945,20 @@ int main(int argc, char **argv)
 	       mode_names[o->mode], o->server, o->bind ? ", from " : "", o->bind ? o->bind : "",
 	       o->rooms, o->nbufs, o->bpr, o->block_size);
 
-	if (o->mode == M_BAD_VERSION || o->mode == M_BAD_TOKEN) {
-		bool v = o->mode == M_BAD_VERSION;
-
-		rc = conn_open(&p, &c, v ? KVF_WIRE_VERSION + 1 : KVF_WIRE_VERSION,
-			       v ? o->token : "not-the-token");
+	if (o->mode == M_BAD_VERSION) {
+		rc = conn_open(&p, &c, KVF_WIRE_VERSION + 1, NULL);
 		conn_close(&p, &c);
 		if (rc != 1)
 			return result(false, "the connection was %s, expected a reject",
 				      rc == 0 ? "accepted" : "not made");
 		return result(true, "rejected as expected: %s", c.why);
 	}
+	if (o->mode == M_BAD_TOKEN || o->mode == M_REPLAY || o->mode == M_SILENT ||
+	    o->mode == M_EARLY)
+		return auth_mode(&p);
 
 	/* connection 1 */
-	rc = conn_open(&p, &c, KVF_WIRE_VERSION, o->token);
+	rc = conn_up(&p, &c, o->token);
 	if (rc)
 		return result(false, "connection 1: %s", rc == 1 ? c.why : strerror(-rc));
 	rc = send_hello(&p, &c, o->mode == M_BAD_RKEY, o->mode == M_MR_OVERRUN,
@@ -773,7 +1052,7 @@ int main(int argc, char **argv)
 
 	/* connection 2: the rooms after b, all good */
 	if (b + 1 < o->rooms) {
-		rc = conn_open(&p, &c, KVF_WIRE_VERSION, o->token);
+		rc = conn_up(&p, &c, o->token);
 		if (rc)
 			return result(false, "connection 2: %s", rc == 1 ? c.why : strerror(-rc));
 		send_hello(&p, &c, false, false, false);

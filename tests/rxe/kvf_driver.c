@@ -517,6 +517,12 @@ static void conns_line(const struct run *R)
 	       R->cs.conns_live);
 	printf("driver: keepalives sent=%" PRIu64 " acked=%" PRIu64 " late=%" PRIu64 "\n",
 	       R->cs.keepalives_sent, R->cs.keepalives_acked, R->cs.keepalives_late);
+	printf("driver: auth ok=%" PRIu64 " dropped=%" PRIu64, R->cs.auth_ok, R->cs.auth_dropped);
+	for (unsigned r = 0; r < KVF_AUTH_NUM; r++)
+		if (R->cs.auth_refused[r])
+			printf(" refused:%s=%" PRIu64, token(kvf_auth_refusal_str(r)),
+			       R->cs.auth_refused[r]);
+	printf("\n");
 }
 
 static void poll_room(struct run *R, uint32_t i)

@@ -174,6 +174,10 @@ TESTS=(
 	"kvf_fake_peer_bad_layout|70|\$repo/tests/rxe/scenarios/fake_peer.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 bad-layout"
 	"kvf_fake_peer_bad_version|70|\$repo/tests/rxe/scenarios/fake_peer.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 bad-version"
 	"kvf_fake_peer_bad_token|70|\$repo/tests/rxe/scenarios/fake_peer.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 bad-token"
+	# issue 22: the token's proof from the wrong side (docs/wire.md 4.4)
+	"kvf_fake_peer_replay|90|\$repo/tests/rxe/scenarios/fake_peer.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 replay"
+	"kvf_fake_peer_silent|90|\$repo/tests/rxe/scenarios/fake_peer.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 silent"
+	"kvf_fake_peer_early|90|\$repo/tests/rxe/scenarios/fake_peer.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 early"
 	"kvf_ephemeral_port|180|\$repo/tests/rxe/scenarios/ephemeral.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 40"
 	# issue 13: no reconnect storm against a peer that is gone; back when it is
 	"kvf_reconnect_storm|150|\$repo/tests/rxe/scenarios/reconnect.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 storm"

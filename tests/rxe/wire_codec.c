@@ -7,6 +7,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
 #define BAD(err, ...)                                     \
 	do {                                              \
 		if (why && wlen)                          \
@@ -39,19 +43,6 @@ static void put_str(uint8_t *p, size_t size, const char *s)
 
 /* ------------------------------------------------------------ private data */
 
-void kw_token_hash(const char *token, uint8_t out[KVF_WIRE_TOKEN_HASH_LEN])
-{
-	const uint64_t basis[2] = {KVF_WIRE_TOKEN_FNV_BASIS0, KVF_WIRE_TOKEN_FNV_BASIS1};
-
-	for (int k = 0; k < 2; k++) {
-		uint64_t h = basis[k];
-
-		for (const char *c = token ? token : ""; *c; c++)
-			h = (h ^ (uint8_t)*c) * KVF_WIRE_TOKEN_FNV_PRIME;
-		kw_put(out + 8 * k, 8, h);
-	}
-}
-
 void kw_encode_cm(uint8_t out[KVF_WIRE_CM_LEN], const struct kw_cm *h)
 {
 	memset(out, 0, KVF_WIRE_CM_LEN);
@@ -59,7 +50,7 @@ void kw_encode_cm(uint8_t out[KVF_WIRE_CM_LEN], const struct kw_cm *h)
 	KW_PUT(out, CM_VERSION, h->version);
 	KW_PUT(out, CM_MTU, h->mtu);
 	KW_PUT(out, CM_FRAME_MAX, h->frame_max);
-	memcpy(out + KVF_WIRE_CM_TOKEN_HASH_OFF, h->token_hash, KVF_WIRE_CM_TOKEN_HASH_SIZE);
+	memcpy(out + KVF_WIRE_CM_NONCE_OFF, h->nonce, KVF_WIRE_CM_NONCE_SIZE);
 	put_str(out + KVF_WIRE_CM_ENGINE_ID_OFF, KVF_WIRE_CM_ENGINE_ID_SIZE, h->engine_id);
 }
 
@@ -74,8 +65,7 @@ int kw_decode_cm(const void *buf, size_t len, struct kw_cm *h, char *why, size_t
 	h->version = (uint16_t)KW_GET(buf, CM_VERSION);
 	h->mtu = (uint8_t)KW_GET(buf, CM_MTU);
 	h->frame_max = (uint32_t)KW_GET(buf, CM_FRAME_MAX);
-	memcpy(h->token_hash, (const uint8_t *)buf + KVF_WIRE_CM_TOKEN_HASH_OFF,
-	       KVF_WIRE_CM_TOKEN_HASH_SIZE);
+	memcpy(h->nonce, (const uint8_t *)buf + KVF_WIRE_CM_NONCE_OFF, KVF_WIRE_CM_NONCE_SIZE);
 	memcpy(h->engine_id, (const uint8_t *)buf + KVF_WIRE_CM_ENGINE_ID_OFF,
 	       KVF_WIRE_CM_ENGINE_ID_SIZE);
 	return 0;
@@ -102,6 +92,55 @@ void kw_decode_rej(const void *buf, size_t len, char *text, size_t tlen)
 }
 
 /* ----------------------------------------------------------------- frames */
+
+static void put_hdr(uint8_t *p, unsigned type, size_t len, uint64_t room_id);
+
+/* ------------------------------------------------------------------- AUTH */
+
+/* HMAC-SHA256 under the token's bytes (the empty one: the empty key) of
+ * the frame's bytes before auth.mac, into auth.mac. */
+static bool auth_mac(const uint8_t *frame, const char *token, uint8_t *out)
+{
+	const char *key = token ? token : "";
+	unsigned int n = 0;
+
+	return HMAC(EVP_sha256(), key, (int)strlen(key), frame, KVF_WIRE_AUTH_MAC_OFF, out, &n) &&
+	       n == KVF_WIRE_AUTH_MAC_SIZE;
+}
+
+size_t kw_encode_auth(uint8_t *buf, size_t cap, uint8_t role, uint8_t status,
+		      const struct kw_auth_id *id, const char *token)
+{
+	if (cap < KVF_WIRE_AUTH_LEN)
+		return 0;
+	memset(buf, 0, KVF_WIRE_AUTH_LEN);
+	put_hdr(buf, KVF_WIRE_FR_AUTH, KVF_WIRE_AUTH_LEN, 0);
+	KW_PUT(buf, AUTH_ROLE, role);
+	KW_PUT(buf, AUTH_STATUS, status);
+	KW_PUT(buf, AUTH_DECODE_QPN, id->decode_qpn);
+	KW_PUT(buf, AUTH_PREFILL_QPN, id->prefill_qpn);
+	memcpy(buf + KVF_WIRE_AUTH_DECODE_NONCE_OFF, id->decode_nonce, KVF_WIRE_AUTH_DECODE_NONCE_SIZE);
+	memcpy(buf + KVF_WIRE_AUTH_PREFILL_NONCE_OFF, id->prefill_nonce,
+	       KVF_WIRE_AUTH_PREFILL_NONCE_SIZE);
+	memcpy(buf + KVF_WIRE_AUTH_DECODE_GID_OFF, id->decode_gid, KVF_WIRE_AUTH_DECODE_GID_SIZE);
+	memcpy(buf + KVF_WIRE_AUTH_PREFILL_GID_OFF, id->prefill_gid, KVF_WIRE_AUTH_PREFILL_GID_SIZE);
+	if (status == KVF_WIRE_AUTH_PROOF && !auth_mac(buf, token, buf + KVF_WIRE_AUTH_MAC_OFF))
+		return 0;
+	return KVF_WIRE_AUTH_LEN;
+}
+
+bool kw_auth_holds(const void *frame, uint8_t role, const struct kw_auth_id *id,
+		   const char *token)
+{
+	uint8_t want[KVF_WIRE_AUTH_LEN];
+	const uint8_t *f = frame;
+
+	if (KW_GET(f, AUTH_STATUS) != KVF_WIRE_AUTH_PROOF || KW_GET(f, AUTH_ROLE) != role ||
+	    !kw_encode_auth(want, sizeof(want), role, KVF_WIRE_AUTH_PROOF, id, token))
+		return false;
+	return !CRYPTO_memcmp(want + KVF_WIRE_AUTH_MAC_OFF, f + KVF_WIRE_AUTH_MAC_OFF,
+			      KVF_WIRE_AUTH_MAC_SIZE);
+}
 
 static void put_hdr(uint8_t *p, unsigned type, size_t len, uint64_t room_id)
 {
@@ -238,6 +277,21 @@ static int decode_body(const uint8_t *p, size_t len, struct kw_frame *f, char *w
 		if (len != KVF_WIRE_HDR_LEN)
 			BAD(-EBADMSG, "%s of %zu bytes, expected %u", name, len, KVF_WIRE_HDR_LEN);
 		return 0;
+	case KVF_WIRE_FR_AUTH:
+		if (len != KVF_WIRE_AUTH_LEN)
+			BAD(-EBADMSG, "AUTH of %zu bytes, expected %u", len, KVF_WIRE_AUTH_LEN);
+		f->role = (uint8_t)KW_GET(p, AUTH_ROLE);
+		f->status = (uint8_t)KW_GET(p, AUTH_STATUS);
+		f->auth.decode_qpn = (uint32_t)KW_GET(p, AUTH_DECODE_QPN);
+		f->auth.prefill_qpn = (uint32_t)KW_GET(p, AUTH_PREFILL_QPN);
+		memcpy(f->auth.decode_nonce, p + KVF_WIRE_AUTH_DECODE_NONCE_OFF, KVF_WIRE_NONCE_LEN);
+		memcpy(f->auth.prefill_nonce, p + KVF_WIRE_AUTH_PREFILL_NONCE_OFF, KVF_WIRE_NONCE_LEN);
+		memcpy(f->auth.decode_gid, p + KVF_WIRE_AUTH_DECODE_GID_OFF, KVF_WIRE_GID_LEN);
+		memcpy(f->auth.prefill_gid, p + KVF_WIRE_AUTH_PREFILL_GID_OFF, KVF_WIRE_GID_LEN);
+		f->mac = p + KVF_WIRE_AUTH_MAC_OFF;
+		if (f->room_id || f->role > KVF_WIRE_ROLE_RECEIVER || KW_GET(p, AUTH_RESERVED))
+			BAD(-EBADMSG, "AUTH with room id, role %u or reserved bits set", f->role);
+		return 0;
 	case KVF_WIRE_FR_ROOM_INFO:
 	case KVF_WIRE_FR_ROOM_INFO_CONT:
 		return 0; /* a decode peer is never sent one: taken as is */
@@ -299,6 +353,16 @@ const char *kw_frame_name(unsigned type)
 	switch (type) {
 	KVF_WIRE_FR_LIST(X)
 	default: return "UNKNOWN";
+	}
+#undef X
+}
+
+const char *kw_auth_name(unsigned code)
+{
+#define X(name, value, text) case value: return text;
+	switch (code) {
+	KVF_WIRE_AUTH_LIST(X)
+	default: return NULL;
 	}
 #undef X
 }

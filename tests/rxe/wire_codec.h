@@ -8,8 +8,9 @@
  * against src/proto.c byte by byte.
  *
  * Only what a decode-side peer needs: the connect private data, the reject,
- * the token hash, HELLO (regions), ROOM_INFO (one frame), ABORT, HEARTBEAT, and a
- * decoder of the frames a prefill sends. */
+ * AUTH (the token's proof: HMAC-SHA256 from OpenSSL's libcrypto, the one
+ * thing not written here), HELLO (regions), ROOM_INFO (one frame), ABORT,
+ * HEARTBEAT, and a decoder of the frames a prefill sends. */
 #ifndef KVF_WIRE_CODEC_H
 #define KVF_WIRE_CODEC_H
 
@@ -32,16 +33,32 @@ struct kw_cm {
 	uint16_t version;
 	uint8_t mtu;
 	uint32_t frame_max;
-	uint8_t token_hash[KVF_WIRE_TOKEN_HASH_LEN];
+	uint8_t nonce[KVF_WIRE_NONCE_LEN];
 	char engine_id[KVF_WIRE_CM_ENGINE_ID_LEN + 1];
 };
 
-void kw_token_hash(const char *token, uint8_t out[KVF_WIRE_TOKEN_HASH_LEN]);
 void kw_encode_cm(uint8_t out[KVF_WIRE_CM_LEN], const struct kw_cm *h);
 /* 0, or -EBADMSG (short, no magic) with why filled. */
 int kw_decode_cm(const void *buf, size_t len, struct kw_cm *h, char *why, size_t wlen);
 /* "<code's text>: <text>", "reason N: <text>", or "no reason given". */
 void kw_decode_rej(const void *buf, size_t len, char *text, size_t tlen);
+
+/* What an AUTH frame binds its proof to (docs/wire.md 4.4). */
+struct kw_auth_id {
+	uint32_t decode_qpn, prefill_qpn;
+	uint8_t decode_nonce[KVF_WIRE_NONCE_LEN], prefill_nonce[KVF_WIRE_NONCE_LEN];
+	uint8_t decode_gid[KVF_WIRE_GID_LEN], prefill_gid[KVF_WIRE_GID_LEN];
+};
+
+/* An AUTH frame (docs/wire.md 5.7): a proof (status KVF_WIRE_AUTH_PROOF,
+ * its mac under token) or a refusal (mac zero; token unused). Returns
+ * KVF_WIRE_AUTH_LEN, or 0 when it does not fit cap or the MAC failed. */
+size_t kw_encode_auth(uint8_t *buf, size_t cap, uint8_t role, uint8_t status,
+		      const struct kw_auth_id *id, const char *token);
+/* Whether f (a decoded AUTH frame) is a proof by role that holds for id
+ * under token: the MAC over our own view, compared in constant time. */
+bool kw_auth_holds(const void *frame, uint8_t role, const struct kw_auth_id *id,
+		   const char *token);
 
 struct kw_hello_buf {
 	uint64_t addr;
@@ -86,6 +103,9 @@ struct kw_frame {
 	uint32_t nregions, nbufs;                    /* HELLO */
 	uint8_t to_role;                             /* ABORT */
 	uint16_t reason;                             /* ABORT */
+	uint8_t role, status;                        /* AUTH */
+	struct kw_auth_id auth;                      /* AUTH */
+	const uint8_t *mac;                          /* AUTH: into the frame */
 };
 
 /* 0, or -EBADMSG / -EPROTO with why filled: the header's checks in the
@@ -99,5 +119,6 @@ uint64_t kw_recv_handle(uint32_t slot, uint32_t gen);
 
 const char *kw_frame_name(unsigned type);
 const char *kw_rej_name(unsigned code);
+const char *kw_auth_name(unsigned code); /* "proof", "bad token", ...; NULL unknown */
 
 #endif

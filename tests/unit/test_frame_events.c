@@ -84,6 +84,19 @@ Test(frame_events, heartbeat_is_quiet_hello_goes_to_the_caller)
 	cr_assert_eq(nev, 0);
 }
 
+/* After the handshake an AUTH frame makes no event: the poller's handshake
+ * takes it (a refusal of ours tears the connection down). */
+Test(frame_events, auth_goes_to_the_caller)
+{
+	struct kvf_auth_id id = {.decode_qpn = 1, .prefill_qpn = 2};
+	struct kvf_frame f;
+	int len = kvf_proto_encode_auth(buf, sizeof(buf), KVF_RECEIVER, KVF_AUTH_BAD_TOKEN, &id);
+
+	cr_assert_eq(kvf_frame_events(&src, buf, (size_t)len, 0, &f), KVF_FRAME_AUTH);
+	cr_expect_eq(f.auth.status, KVF_AUTH_BAD_TOKEN);
+	cr_expect_eq(nev, 0);
+}
+
 Test(frame_events, whole_room_info_becomes_peer_info)
 {
 	uint32_t ids[3] = {7, 8, 9}, n, total = kv_info(info, sizeof(info), ids, 3);

@@ -376,3 +376,27 @@ Test(metrics, landing_is_the_pollers_time_and_its_wait_is_a_histogram)
 			      "le=\"0.1\"}"), 1);
 	cr_assert(prom_get(&pa, "kvferry_landing_wait_seconds_sum{role=\"receiver\"}") >= 0.03);
 }
+
+/* The token's exchange, from the transport's counters: every reason has its
+ * series (0 included), so an alert on one needs no "absent" rule. */
+Test(metrics, auth_refusals_by_reason)
+{
+	static struct kvf_snap snap; /* zero: no rooms, no histograms */
+	struct kvf_buf b = { 0 };
+
+	snap.have_tst = true;
+	snap.tst.auth_ok = 3;
+	snap.tst.auth_refused[KVF_AUTH_REPLAY] = 2;
+	snap.tst.auth_refused[KVF_AUTH_TIMEOUT] = 1;
+	snap.tst.auth_dropped = 5;
+	kvf_render_metrics(&snap, &b);
+	cr_assert(!b.failed && b.p);
+	cr_assert(prom_parse(&pa, b.p), "%s", pa.err);
+	cr_expect_eq(prom_get(&pa, "kvferry_auth_ok_total"), 3);
+	cr_expect_eq(prom_get(&pa, "kvferry_auth_refused_total{reason=\"replay\"}"), 2);
+	cr_expect_eq(prom_get(&pa, "kvferry_auth_refused_total{reason=\"timeout\"}"), 1);
+	cr_expect_eq(prom_get(&pa, "kvferry_auth_refused_total{reason=\"bad_token\"}"), 0);
+	cr_expect_eq(prom_get(&pa, "kvferry_auth_refused_total{reason=\"peer_refused\"}"), 0);
+	cr_expect_eq(prom_get(&pa, "kvferry_auth_dropped_frames_total"), 5);
+	free(b.p);
+}

@@ -15,6 +15,7 @@
 
 #include <kvferry/kvferry.h>
 
+#include "rdma/auth.h"
 #include "rdma/proto.h"
 #include "event.h"
 #include "transport.h"
@@ -43,7 +44,11 @@ Test(wire_doc, constants_are_the_codes)
 	EQ(KVF_WIRE_HDR_LEN, KVF_PROTO_HDR_LEN);
 	EQ(KVF_WIRE_CM_LEN, KVF_PROTO_CM_LEN);
 	EQ(KVF_WIRE_CM_ENGINE_ID_LEN, sizeof(((struct kvf_cm_hello *)0)->engine_id) - 1);
-	EQ(KVF_WIRE_TOKEN_HASH_LEN, sizeof(((struct kvf_cm_hello *)0)->token_hash));
+	EQ(KVF_WIRE_NONCE_LEN, KVF_PROTO_NONCE_LEN);
+	EQ(KVF_WIRE_NONCE_LEN, sizeof(((struct kvf_cm_hello *)0)->nonce));
+	EQ(KVF_WIRE_GID_LEN, KVF_PROTO_GID_LEN);
+	EQ(KVF_WIRE_MAC_LEN, KVF_PROTO_MAC_LEN);
+	EQ(KVF_WIRE_AUTH_LEN, KVF_PROTO_AUTH_LEN);
 	EQ(KVF_WIRE_REJ_LEN, KVF_PROTO_REJ_LEN);
 	EQ(KVF_WIRE_REJ_TEXT_LEN, KVF_PROTO_REJ_TEXT);
 	EQ(KVF_WIRE_ENGINE_ID_LEN, KVF_PROTO_ENGINE_ID_LEN);
@@ -62,8 +67,10 @@ Test(wire_doc, constants_are_the_codes)
 	EQ(KVF_WIRE_ROOM_INFO_CONT_FIXED, KVF_PROTO_ROOM_INFO_CONT_FIXED);
 	EQ(KVF_WIRE_ABORT_LEN, KVF_PROTO_ABORT_LEN);
 	EQ(KVF_WIRE_BLOCK_ID_LEN, sizeof(uint32_t));
-	/* conn.c refuses a peer whose frames are below this */
-	EQ(KVF_WIRE_MIN_FRAME_MAX, KVF_PROTO_ROOM_INFO_FIXED + 4u);
+	/* cm.c refuses a peer whose frames are below this */
+	EQ(KVF_WIRE_MIN_FRAME_MAX, KVF_PROTO_MIN_FRAME_MAX);
+	cr_expect_geq(KVF_WIRE_MIN_FRAME_MAX, KVF_PROTO_ROOM_INFO_FIXED + 4u,
+		      "a frame_max that takes AUTH takes a ROOM_INFO of one id");
 	EQ(KVF_WIRE_ROLE_SENDER, KVF_SENDER);
 	EQ(KVF_WIRE_ROLE_RECEIVER, KVF_RECEIVER);
 }
@@ -92,6 +99,11 @@ Test(wire_doc, layouts_end_at_the_lengths)
 	EQ(KVF_WIRE_INFO_LIST_ITEMS_ELEM, KVF_WIRE_BLOCK_ID_LEN);
 	EQ(KVF_WIRE_ABORT_END, KVF_PROTO_ABORT_LEN);
 	EQ(KVF_WIRE_HELLO_HDR_SIZE, KVF_PROTO_HDR_LEN);
+	EQ(KVF_WIRE_AUTH_END, KVF_PROTO_AUTH_LEN);
+	EQ(KVF_WIRE_AUTH_MAC_OFF, KVF_PROTO_AUTH_MAC_OFF);
+	EQ(KVF_WIRE_AUTH_MAC_SIZE, KVF_PROTO_MAC_LEN);
+	EQ(KVF_WIRE_AUTH_HDR_SIZE, KVF_PROTO_HDR_LEN);
+	EQ(KVF_WIRE_CM_NONCE_SIZE, KVF_PROTO_NONCE_LEN);
 }
 
 /* The enum tables: the same values under the same names, and all of them. */
@@ -108,6 +120,20 @@ Test(wire_doc, frame_types_reject_codes_reasons_mtus)
 	EQ(KVF_WIRE_FR_ABORT_ACK, KVF_FR_ABORT_ACK);
 	EQ(KVF_WIRE_FR_HEARTBEAT, KVF_FR_HEARTBEAT);
 	EQ(KVF_WIRE_FR_ROOM_INFO_CONT, KVF_FR_ROOM_INFO_CONT);
+	EQ(KVF_WIRE_FR_AUTH, KVF_FR_AUTH);
+	/* The refusal codes are enum kvf_auth_refusal from 1, named the same. */
+#define AUTH(name, value, text) if (value) cr_expect_str_eq( \
+	kvf_auth_refusal_str((enum kvf_auth_refusal)value), text, "refusal %u", value);
+	KVF_WIRE_AUTH_LIST(AUTH)
+#undef AUTH
+	EQ(KVF_WIRE_AUTH_COUNT, KVF_AUTH_NUM);
+	EQ(KVF_WIRE_AUTH_PROOF, KVF_AUTH_PROOF);
+	EQ(KVF_WIRE_AUTH_BAD_TOKEN, KVF_AUTH_BAD_TOKEN);
+	EQ(KVF_WIRE_AUTH_REPLAY, KVF_AUTH_REPLAY);
+	EQ(KVF_WIRE_AUTH_IDENTITY, KVF_AUTH_IDENTITY);
+	EQ(KVF_WIRE_AUTH_MALFORMED, KVF_AUTH_MALFORMED);
+	EQ(KVF_WIRE_AUTH_EARLY, KVF_AUTH_EARLY);
+	EQ(KVF_WIRE_AUTH_TIMEOUT, KVF_AUTH_TIMEOUT);
 #define REJ(name, value, text) cr_expect_str_eq(kvf_rej_code_str(value), text, \
 						"reject code %u", value);
 	KVF_WIRE_REJ_LIST(REJ)
@@ -266,8 +292,8 @@ Test(wire_doc, connect_and_reject_data_where_the_doc_says)
 	uint8_t cm[KVF_WIRE_CM_LEN], rej[KVF_WIRE_REJ_LEN];
 	char text[KVF_PROTO_REJ_TEXT + 32], mine[KVF_PROTO_REJ_TEXT + 32];
 
-	for (unsigned i = 0; i < sizeof(h.token_hash); i++)
-		h.token_hash[i] = (uint8_t)(0x40 + i);
+	for (unsigned i = 0; i < sizeof(h.nonce); i++)
+		h.nonce[i] = (uint8_t)(0x40 + i);
 	snprintf(h.engine_id, sizeof(h.engine_id), "an-engine-id-of-exactly-28-b");
 	kvf_proto_encode_cm(cm, &h);
 	EQ(DOC(cm, CM_MAGIC), KVF_WIRE_MAGIC);
@@ -275,7 +301,7 @@ Test(wire_doc, connect_and_reject_data_where_the_doc_says)
 	EQ(DOC(cm, CM_MTU), 4);
 	EQ(DOC(cm, CM_RESERVED), 0);
 	EQ(DOC(cm, CM_FRAME_MAX), 0x00a0b0c0);
-	cr_expect_eq(memcmp(cm + KVF_WIRE_CM_TOKEN_HASH_OFF, h.token_hash, KVF_WIRE_TOKEN_HASH_LEN), 0);
+	cr_expect_eq(memcmp(cm + KVF_WIRE_CM_NONCE_OFF, h.nonce, KVF_WIRE_NONCE_LEN), 0);
 	cr_expect_eq(memcmp(cm + KVF_WIRE_CM_ENGINE_ID_OFF, h.engine_id, KVF_WIRE_CM_ENGINE_ID_SIZE), 0);
 
 	kvf_proto_encode_rej(rej, KVF_REJ_TOKEN, "peer x has a different auth token");
@@ -299,23 +325,92 @@ static void hex(const uint8_t *b, size_t n, char *out)
 		sprintf(out + 2 * i, "%02x", b[i]);
 }
 
-Test(wire_doc, token_hash_vectors)
+/* 2n hex digits into n bytes. */
+static void unhex(const char *h, uint8_t *out, size_t n)
 {
-	uint8_t code[16], doc[16];
-	char hc[33], hd[33];
+	for (size_t i = 0; i < n; i++)
+		sscanf(h + 2 * i, "%2hhx", &out[i]);
+}
+
+/* A vector's connection, for both codecs. */
+static void vector_id(uint32_t dq, uint32_t pq, const char *dn, const char *pn, const char *dg,
+		      const char *pg, struct kvf_auth_id *k, struct kw_auth_id *w)
+{
+	k->decode_qpn = w->decode_qpn = dq;
+	k->prefill_qpn = w->prefill_qpn = pq;
+	unhex(dn, k->decode_nonce, 16);
+	unhex(pn, k->prefill_nonce, 16);
+	unhex(dg, k->decode_gid, 16);
+	unhex(pg, k->prefill_gid, 16);
+	memcpy(w->decode_nonce, k->decode_nonce, 16);
+	memcpy(w->prefill_nonce, k->prefill_nonce, 16);
+	memcpy(w->decode_gid, k->decode_gid, 16);
+	memcpy(w->prefill_gid, k->prefill_gid, 16);
+}
+
+/* Each vector: kvferry's proof and the doc-built one carry its MAC, and
+ * each side's check takes the other's frame. */
+static void auth_vector(const char *token, uint8_t role, uint32_t dq, uint32_t pq,
+			const char *dn, const char *pn, const char *dg, const char *pg,
+			const char *mac)
+{
+	struct kvf_auth_id k;
+	struct kw_auth_id w;
+	struct kvf_frame f;
+	uint8_t code[KVF_PROTO_AUTH_LEN], doc[KVF_WIRE_AUTH_LEN];
+	char hc[65], hd[65], why[400];
+
+	vector_id(dq, pq, dn, pn, dg, pg, &k, &w);
+	cr_assert_eq(kvf_auth_prove(code, sizeof(code), role, &k, token), (int)KVF_PROTO_AUTH_LEN);
+	cr_assert_eq(kw_encode_auth(doc, sizeof(doc), role, KVF_WIRE_AUTH_PROOF, &w, token),
+		     KVF_WIRE_AUTH_LEN);
+	hex(code + KVF_WIRE_AUTH_MAC_OFF, 32, hc);
+	hex(doc + KVF_WIRE_AUTH_MAC_OFF, 32, hd);
+	cr_expect_str_eq(hc, mac, "kvferry's MAC for \"%s\" role %u is not the doc's", token, role);
+	cr_expect_str_eq(hd, mac, "the doc's layout for \"%s\" role %u is not its vector", token, role);
+	cr_expect_eq(memcmp(code, doc, sizeof(doc)), 0, "the two frames differ byte for byte");
+	cr_assert_eq(kvf_proto_decode(doc, sizeof(doc), &lim, &f, NULL, why, sizeof(why)), 0, "%s", why);
+	cr_expect_eq(kvf_auth_check(&f, role, &k, token, why, sizeof(why)), 0, "%s", why);
+	cr_expect(kw_auth_holds(code, role, &w, token), "the doc's check refuses kvferry's proof");
+}
+
+Test(wire_doc, auth_vectors)
+{
 	unsigned n = 0;
 
-#define VEC(token, want)                                                          \
-	kvf_proto_token_hash(token, code);                                        \
-	kw_token_hash(token, doc);                                                \
-	hex(code, 16, hc);                                                        \
-	hex(doc, 16, hd);                                                         \
-	cr_expect_str_eq(hc, want, "kvferry's hash of \"%s\" is not the doc's", token); \
-	cr_expect_str_eq(hd, want, "the doc's algorithm on \"%s\" is not its vector", token); \
-	n++;
-	KVF_WIRE_TOKEN_VECTORS(VEC)
+#define VEC(token, role, dq, pq, dn, pn, dg, pg, mac) \
+	auth_vector(token, (uint8_t)(role), dq, pq, dn, pn, dg, pg, mac); n++;
+	KVF_WIRE_AUTH_VECTORS(VEC)
 #undef VEC
-	cr_expect_geq(n, 2, "docs/wire.md lists %u token vectors", n);
+	cr_expect_geq(n, 4, "docs/wire.md lists %u AUTH vectors", n);
+}
+
+/* A refusal built at the doc's offsets decodes to its code and view, and
+ * kvferry's refusal to the doc's reading: no MAC in either. */
+Test(wire_doc, auth_refusal_both_ways)
+{
+	struct kvf_auth_id k = {.decode_qpn = 0x77, .prefill_qpn = 0x78};
+	struct kw_auth_id w = {.decode_qpn = 0x77, .prefill_qpn = 0x78};
+	struct kvf_frame f;
+	struct kw_frame kf;
+	uint8_t b[KVF_WIRE_AUTH_LEN], zero[32] = {0};
+	char why[200];
+
+	cr_assert_eq(kw_encode_auth(b, sizeof(b), KVF_WIRE_ROLE_SENDER, KVF_WIRE_AUTH_REPLAY, &w, NULL),
+		     KVF_WIRE_AUTH_LEN);
+	cr_assert_eq(kvf_proto_decode(b, sizeof(b), &lim, &f, NULL, why, sizeof(why)), 0, "%s", why);
+	cr_expect_eq(f.auth.status, KVF_AUTH_REPLAY);
+	cr_expect_eq(f.auth.id.prefill_qpn, 0x78);
+	cr_expect_eq(memcmp(f.auth.mac, zero, 32), 0);
+	cr_assert_eq(kvf_auth_refuse(b, sizeof(b), KVF_RECEIVER, KVF_AUTH_TIMEOUT, &k),
+		     (int)KVF_PROTO_AUTH_LEN);
+	cr_assert_eq(kw_decode(b, sizeof(b), &kf, why, sizeof(why)), 0, "%s", why);
+	cr_expect_eq(kf.type, KVF_WIRE_FR_AUTH);
+	cr_expect_eq(kf.role, KVF_WIRE_ROLE_RECEIVER);
+	cr_expect_eq(kf.status, KVF_WIRE_AUTH_TIMEOUT);
+	cr_expect_str_eq(kw_auth_name(kf.status), "no proof in time");
+	cr_expect_eq(kf.auth.decode_qpn, 0x77);
+	cr_expect_eq(memcmp(kf.mac, zero, 32), 0);
 }
 
 Test(wire_doc, immediate_bits)
@@ -399,18 +494,18 @@ Test(wire_doc, connect_data_built_from_the_doc_decodes_in_kvferry)
 	struct kw_cm mine = {.version = KVF_WIRE_VERSION, .mtu = KVF_WIRE_MTU_1024,
 			     .frame_max = 32768, .engine_id = "doc-peer"};
 	struct kvf_cm_hello h;
-	uint8_t cm[KVF_WIRE_CM_LEN], want[16];
+	uint8_t cm[KVF_WIRE_CM_LEN];
 	char why[200];
 
-	kw_token_hash("kvf-suite", mine.token_hash);
+	for (unsigned i = 0; i < sizeof(mine.nonce); i++)
+		mine.nonce[i] = (uint8_t)(0xf0 ^ i);
 	kw_encode_cm(cm, &mine);
 	cr_assert_eq(kvf_proto_decode_cm(cm, sizeof(cm), &h, why, sizeof(why)), 0, "%s", why);
 	cr_expect_eq(h.version, KVF_PROTO_VERSION);
 	cr_expect_eq(h.mtu, IBV_MTU_1024);
 	cr_expect_eq(h.frame_max, 32768);
 	cr_expect_str_eq(h.engine_id, "doc-peer");
-	kvf_proto_token_hash("kvf-suite", want);
-	cr_expect_eq(memcmp(h.token_hash, want, 16), 0);
+	cr_expect_eq(memcmp(h.nonce, mine.nonce, 16), 0);
 }
 
 /* ------------------------------------------- proto.c's bytes, doc decodes */

@@ -33,9 +33,21 @@
 #               prefill tears that connection down naming the region and the
 #               field, that room FAILED with a reason that is not "device
 #               fatal"; others SUCCESS
-#   bad-version / bad-token
-#               the connect is rejected; the peer prints the reject reason
+#   bad-version the connect is rejected; the peer prints the reject reason
 #               from the private data and the prefill logs it too
+# The token's proof (issue 22, docs/wire.md 4.4), each refused with its
+# reason named on both sides and counted on the prefill's /metrics
+# (kvferry_auth_refused_total{reason}); the peer checks that the prefill
+# sent it nothing but the refusal (no MAC, no HELLO) and disconnected:
+#   bad-token   the peer's proof is under another token: refused, bad token
+#   replay      a right connection (every room SUCCESS), then its connect
+#               private data and proof sent again on a new one, as a
+#               sniffer would: refused, replayed proof
+#   silent      the peer never sends its proof: refused and dropped within
+#               rdma.auth_timeout_ms (2 s here) + 1.5 s; every room SUCCESS
+#               on a right connection after it
+#   early       the peer sends HELLO before its proof: refused, frame
+#               before proof; every room SUCCESS on a right connection
 #   fake_peer.sh BUILD DEV0 ADDR0 DEV1 ADDR1 MODE
 . "$(dirname "$0")/common.sh"
 mode=${1:?mode}
@@ -44,12 +56,19 @@ fmode=$mode
 rooms=6 bad=2
 case $fmode in bad-rkey|bad-layout) bad=0 ;; esac
 port=$((18740 + $(cksum <<< "$mode" | cut -c1-2) % 50))
-engine_conf "$W/p.conf" prefill-f prefill $port
+mport=$((port + 1000))
+auth_ms=2000
+engine_conf "$W/p.conf" prefill-f prefill $port "auth_timeout_ms = $auth_ms;"
+echo "metrics: { listen_port = $mport; interval_ms = 100; };" >> "$W/p.conf"
 shape=(--rooms $rooms --buffers 4 --block-size 16384 --blocks-per-room 4)
 bind=() dargs=() fargs=()
 # mr-overrun: the prefill's pool is larger than the block id used, so only
 # the peer's registration can refuse it
 [ $fmode = mr-overrun ] && dargs=(--pool-blocks 64) fargs=(--src-pool-blocks 64)
+# replay: the replayed connection comes after every room is done, so the
+# prefill must still listen then; and its /metrics are read after the peer
+# is done, every room with it
+case $fmode in replay|silent|early) dargs=(--linger 8) ;; esac
 [ "$ADDR1" != "$ADDR0" ] && bind=(--bind "$ADDR1")
 note "prefill driver on $DEV0 $ADDR0:$port; fake_peer ($fmode) from ${ADDR1}; $rooms rooms, bad room $bad"
 timeout -k 5 60 "$DRIVER" --role prefill --config "$W/p.conf" "${shape[@]}" "${dargs[@]}" --timeout 45 \
@@ -58,21 +77,49 @@ ppid=$!
 CHILDREN+=("$ppid")
 wait_file "$W/ready" 30 || { show "$W/prefill.out" "$W/prefill.log"; fail "prefill not ready in 30 s"; }
 timeout -k 5 60 "$FAKE" --server "$ADDR0:$port" "${bind[@]}" --mode "$fmode" --token kvf-suite \
-	"${shape[@]}" "${fargs[@]}" --bad-room $bad --hb-ms 500 --wait 2 --timeout 30 > "$W/fake.out" 2>&1
+	"${shape[@]}" "${fargs[@]}" --bad-room $bad --hb-ms 500 --wait 2 --timeout 30 \
+	--auth-ms $auth_ms > "$W/fake.out" 2>&1
 frc=$?
 cat "$W/fake.out"
+# metric SERIES : its value on the prefill's /metrics now
+metric() {
+	local m
+	m=$(timeout 10 bash -c "exec 3<>/dev/tcp/127.0.0.1/$mport && printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3 && cat <&3" 2> /dev/null)
+	awk -v s="$1" '$1 == s { print $2 }' <<< "$m"
+}
+# auth_refused REASON WANT : the prefill counted WANT refusals for REASON
+auth_refused() {
+	local n
+	sleep 0.5 # the snapshot the endpoint serves is 100 ms old at most
+	n=$(metric "kvferry_auth_refused_total{reason=\"$1\"}")
+	note "/metrics: kvferry_auth_refused_total{reason=\"$1\"} $n, kvferry_auth_ok_total $(metric kvferry_auth_ok_total)"
+	[ "$n" = "$2" ] || fail "the prefill counted ${n:-no} refusals for $1, want $2"
+}
 case $fmode in
-bad-version|bad-token)
+bad-version)
 	sleep 1
 	stop_children
-	cat "$W/prefill.log" | grep -E 'reject' | head -n 5
+	grep -E 'reject' "$W/prefill.log" | head -n 5
 	[ $frc = 0 ] || fail "fake_peer: $(tail -n1 "$W/fake.out")"
-	want=$([ $fmode = bad-version ] && echo "bad version" || echo "bad token")
-	grep -q "REJECTED by the prefill: $want" "$W/fake.out" ||
-		fail "the peer's reject reason is not '$want': $(grep REJECTED "$W/fake.out")"
-	grep -qE "rejected connection from $ADDR1:[0-9]+: $want" "$W/prefill.log" ||
-		{ show "$W/prefill.log"; fail "the prefill log does not say 'rejected connection from $ADDR1:PORT: $want'"; }
+	grep -q "REJECTED by the prefill: bad version" "$W/fake.out" ||
+		fail "the peer's reject reason is not 'bad version': $(grep REJECTED "$W/fake.out")"
+	grep -qE "rejected connection from $ADDR1:[0-9]+: bad version" "$W/prefill.log" ||
+		{ show "$W/prefill.log"; fail "the prefill log does not say 'rejected connection from $ADDR1:PORT: bad version'"; }
 	pass "rejected; reason on both sides: '$(grep -o "REJECTED by the prefill: .*" "$W/fake.out" | cut -d' ' -f5- )'"
+	;;
+bad-token|replay|silent|early)
+	want=$(case $fmode in bad-token) echo "bad token" ;; replay) echo "replayed proof" ;;
+		silent) echo "no proof in time" ;; early) echo "frame before proof" ;; esac)
+	token=$(case $fmode in bad-token) echo bad_token ;; replay) echo replay ;;
+		silent) echo timeout ;; early) echo early_frame ;; esac)
+	grep -E 'refused connection|proved' "$W/prefill.log" | head -n 5
+	[ $frc = 0 ] || { show "$W/prefill.log"; fail "fake_peer: $(tail -n1 "$W/fake.out")"; }
+	grep -q "REFUSED by the prefill: $want" "$W/fake.out" ||
+		fail "the peer's refusal reason is not '$want': $(grep REFUSED "$W/fake.out")"
+	grep -qE "refused connection [0-9]+ from $ADDR1:[0-9]+: $want" "$W/prefill.log" ||
+		{ show "$W/prefill.log"; fail "the prefill log does not say 'refused connection N from $ADDR1:PORT: $want'"; }
+	auth_refused "$token" 1
+	[ $fmode = bad-token ] && { stop_children; pass "refused; reason on both sides: '$want', counted; the peer got nothing but the refusal"; }
 	;;
 esac
 wait "$ppid"
@@ -85,7 +132,8 @@ room_line() { grep "^room $1 " "$W/prefill.out"; }
 for ((i = 0; i < rooms; i++)); do
 	l=$(room_line $i)
 	if [ $i = $bad ] && [ $fmode != good ] && [ $fmode != short ] && [ $fmode != big-pool ] &&
-		[ $fmode != close-fast ]; then continue; fi
+		[ $fmode != close-fast ] && [ $fmode != replay ] && [ $fmode != silent ] &&
+		[ $fmode != early ]; then continue; fi
 	if [[ $l != *" SUCCESS "* ]]; then
 		[ $fmode = close-fast ] && [[ $l == *reason=peer_lost* ]] &&
 			fail "BUG: room $i's data landed (the peer checked it) but the prefill failed it as peer lost: the DISCONNECTED event was applied before the write's successful completion: $l"
@@ -98,6 +146,8 @@ done
 bl=$(room_line $bad)
 [ $frc = 0 ] || [ $mode = bad-layout ] || fail "fake_peer: $(tail -n1 "$W/fake.out")"
 case $mode in
+replay|silent|early)
+	pass "$(sed -n 's/^fake_peer: RESULT ok //p' "$W/fake.out")" ;;
 close-fast)
 	pass "all $rooms rooms SUCCESS though the peer disconnected right after the last one landed" ;;
 good|short|big-pool)
