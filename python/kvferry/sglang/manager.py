@@ -298,6 +298,14 @@ class KVFerryKVManager(BaseKVManager):
         for key in [k for k in self._peers if k[0] == bootstrap_addr]:
             del self._peers[key]
 
+    def forget_prefill(self, bootstrap_addr: str) -> None:
+        """A prefill lost or refusing: its layout and addresses are asked for
+        again by the next request (a restarted one registers anew)."""
+        if self.prefill_info_table.pop(bootstrap_addr, None) is not None:
+            log.info("prefill %s: lost; its layout and addresses will be asked for again",
+                     bootstrap_addr)
+        self.forget_peers(bootstrap_addr)
+
     def submit_prefill_recompute(self, kv_receiver: Any, payload: dict) -> None:
         """SGLang's PD retract rebootstrap: not supported. The receiver fails
         with a reason saying so, rather than waiting for KV nobody sends."""

@@ -21,7 +21,7 @@ import kvferry
 from . import bootstrap as bs
 from ._compat import BaseKVReceiver, KVPoll, KVTransferError
 from .manager import USER_DATA, KVFerryKVManager, state_groups
-from .sender import failure_text
+from .sender import failure_text, sglang_failed_text
 
 log = logging.getLogger("kvferry.sglang")
 
@@ -151,11 +151,25 @@ class KVFerryKVReceiver(BaseKVReceiver):
             return KVPoll.Failed
         if st in (KVPoll.Success, KVPoll.Failed):
             self.conclude_state = st
+        if st == KVPoll.Failed and self.room.failure().reason in ("peer lost", "connect failed"):
+            # the prefill may come back elsewhere (a restart on an ephemeral
+            # port): its layout and addresses are asked for again, as
+            # SGLang's _handle_node_failure drops its caches
+            self.kv_mgr.forget_prefill(self.bootstrap_addr)
         # Created and waiting for send_metadata: ready for it, as SGLang reads
         # WaitingForInput on the decode side.
         return KVPoll.WaitingForInput if st == KVPoll.Bootstrapping else st
 
     def failure_exception(self) -> None:
+        """Why the request failed. SGLang may have failed it on its own
+        (another rank's verdict, its failure injection) while the room was
+        not failed here: then the room is aborted now (clear() follows)."""
+        if self._failure is None and self.room is not None:
+            st = self.room.poll()
+            if st != KVPoll.Failed:
+                if st != KVPoll.Success:
+                    self.room.abort()
+                self.fail_local(sglang_failed_text(st))
         reason = self._failure if self._failure is not None else failure_text(self.room)
         raise KVTransferError(self.bootstrap_room, reason)
 

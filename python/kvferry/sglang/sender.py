@@ -30,6 +30,13 @@ def failure_text(room: kvferry.Room) -> str:
     return f"{f.reason}: {f.detail}"
 
 
+def sglang_failed_text(st: int) -> str:
+    """The reason of a request SGLang failed while its room, in state st,
+    had not (aborted then, unless it had succeeded)."""
+    return (f"failed by SGLang, not by kvferry (the room was {kvferry.Poll(st).name}"
+            f"{'' if st == KVPoll.Success else '; aborted now'})")
+
+
 class KVFerryKVSender(BaseKVSender):
     """Prefill side of one request: a kvferry sender room."""
 
@@ -171,16 +178,42 @@ class KVFerryKVSender(BaseKVSender):
         self.kv_mgr.maybe_progress()
         if not self._ensure_room():
             return KVPoll.Failed if self._failure is not None else KVPoll.Bootstrapping
-        try:
-            st = self.room.poll()
-        except kvferry.KVFerryError:
-            return KVPoll.Failed  # released (cleared) already
+        if self._failure is not None:
+            return KVPoll.Failed  # failed and handed to the manager
+        st = self.room.poll()
         if st in (KVPoll.Success, KVPoll.Failed):
             self.conclude_state = st
+        if st == KVPoll.Failed:
+            self._give_up(failure_text(self.room))
         return st
 
+    def _give_up(self, why: str) -> None:
+        """A failed request's room goes to the manager at once, its reason
+        kept: SGLang's prefill failure paths (prefill.py:
+        handle_inflight_transfer_failure, handle_bootstrap_failure) never
+        call clear(), so a room left to clear() would stay live. The manager
+        releases it once quiescent (the prefill's pages are only read)."""
+        self._failure = why
+        self.conclude_state = KVPoll.Failed
+        if not self._cleared:
+            self._cleared = True
+            self._metric = self.get_transfer_metric()
+            self.kv_mgr.park(self.room, None)
+
     def failure_exception(self) -> None:
-        why = self._failure if self._failure is not None else failure_text(self.room)
+        """Why the request failed. SGLang may have failed it on its own
+        (another rank's verdict, its failure injection) while the room was
+        not failed here: then the room is aborted now, so that the decode
+        hears it and nothing stays live."""
+        if self._failure is None and self.room is not None:
+            st = self.room.poll()
+            if st != KVPoll.Failed:
+                if st != KVPoll.Success:
+                    self.room.abort()
+                self._give_up(sglang_failed_text(st))
+            else:
+                self._give_up(failure_text(self.room))
+        why = self._failure or "failed by SGLang before any decode rank asked for the room"
         raise KVTransferError(self.bootstrap_room, why)
 
     def get_transfer_metric(self) -> Any:
