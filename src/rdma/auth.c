@@ -13,9 +13,22 @@
 
 #include <kvferry/kvferry.h>
 
+#include "log.h"
+
 int kvf_auth_nonce(uint8_t out[KVF_PROTO_NONCE_LEN])
 {
 	return RAND_bytes(out, (int)KVF_PROTO_NONCE_LEN) == 1 ? 0 : -EIO;
+}
+
+int kvf_auth_warm(void)
+{
+	uint8_t nonce[KVF_PROTO_NONCE_LEN], mac[KVF_PROTO_MAC_LEN];
+
+	if (kvf_auth_nonce(nonce) || kvf_auth_mac("", nonce, sizeof(nonce), mac)) {
+		kvf_err("rdma", "libcrypto: no random bytes or no HMAC-SHA256");
+		return -EIO;
+	}
+	return 0;
 }
 
 int kvf_auth_mac(const char *token, const void *msg, size_t len,

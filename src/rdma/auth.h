@@ -32,6 +32,13 @@
 /* A fresh nonce (RAND_bytes). 0, or -EIO when libcrypto has none to give. */
 int kvf_auth_nonce(uint8_t out[KVF_PROTO_NONCE_LEN]);
 
+/* libcrypto's one-time setup (its random generator, the SHA-256 and HMAC
+ * methods: a few hundred KB kept until the process exits), done when a
+ * transport opens rather than at the first connection, so that it is the
+ * process's setup and not a connection's cost (and a broken libcrypto is
+ * found at open). 0, or -EIO. */
+int kvf_auth_warm(void);
+
 /* HMAC-SHA256 under token (its bytes without the NUL; "" is the empty
  * key) of len bytes at msg. 0, or -EIO. */
 int kvf_auth_mac(const char *token, const void *msg, size_t len,

@@ -14,6 +14,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "conn.h"
 #include "fault.h"
 #include "keepalive.h"
@@ -350,6 +351,8 @@ int kvf_rdma_create(const struct kvf_config *cfg, struct kvf_ring *ring,
 	rc = KVF_FAULT_SETUP(); /* test builds: KVF_FAULT, refused when it does not parse */
 	if (!rc)
 		rc = kvf_verbs_check_threads(); /* before any provider reads it */
+	if (!rc)
+		rc = kvf_auth_warm();
 	if (!rc)
 		rc = check_cfg(t);
 	if (rc)
