@@ -37,9 +37,9 @@
  *   connection counters at the end (kvf_stats), and the most connections
  *   holding their buffers at once, sampled at each terminal room; then
  *   "driver: keepalives sent=N acked=N late=N" (the poller's HEARTBEATs).
- * --stall-ms N --stall-after K: once K rooms are terminal, stop calling the
- *   engine for N ms (a scheduler blocked in CUDA graph capture, a long
- *   prefill batch, a GC pause), once; "driver: stall begin/end" lines say
+ * --stall-ms N --stall-after K: once K rooms are terminal and some are in
+ *   flight, stop calling the engine for N ms (a scheduler blocked in CUDA
+ *   graph capture, a long prefill batch, a GC pause), once; "driver: stall begin/end" lines say
  *   when, the second with the keepalives the poller sent meanwhile.
  *   --timeout does not count the stall.
  * --linger S: after the summary, keep the engine progressing S more seconds
@@ -602,7 +602,10 @@ static void maybe_stall(struct run *R)
 	struct kvf_stats a = KVF_STATS_INIT, b = KVF_STATS_INIT;
 	struct timespec left;
 
-	if (o->stall_ms <= 0 || R->stalled || R->terminal < o->stall_after)
+	/* with rooms in flight, as promised: on a loaded guest the turn that
+	 * reaches stall_after can find every created room terminal */
+	if (o->stall_ms <= 0 || R->stalled || R->terminal < o->stall_after ||
+	    R->next <= R->terminal)
 		return;
 	R->stalled = true;
 	kvf_stats(R->eng, &a); /* a read, not progress: nothing moves */
