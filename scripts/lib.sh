@@ -24,7 +24,8 @@ KVF_PY=/usr/bin/python3
 # fastapi, uvicorn, setproctitle are only its HTTP server's, not needed.)
 KVF_PKGS_SGLANG=(python3-torch python3-torchvision python3-zmq python3-requests
 	python3-aiohttp python3-psutil python3-pil python3-tqdm python3-dill
-	python3-ipython python3-regex python3-sentencepiece python3-packaging)
+	python3-ipython python3-regex python3-sentencepiece python3-packaging
+	python3-starlette)
 KVF_PKGS_RDMA=(rdma-core ibverbs-utils ibverbs-providers rdmacm-utils perftest
 	iproute2 kmod)
 KVF_PKGS_VM=(qemu-system-x86 linux-image-amd64 busybox-static cpio)

@@ -637,10 +637,12 @@ class PPChannel:
     (_pp_send_pyobj_to_next_stage) and back, reduced to one synchronous
     round per turn."""
 
-    def __init__(self, stages: int):
+    def __init__(self, stages: int, timeout: float = 120.0):
         self.stages = stages
         self.slots: List = [None] * stages
-        self.barrier = threading.Barrier(stages)
+        # a stage that left its loop alone would hold the others here for
+        # ever: the timeout turns that into a BrokenBarrierError, an error
+        self.barrier = threading.Barrier(stages, timeout=timeout)
 
     def gather(self, stage: int, value):
         self.slots[stage] = value

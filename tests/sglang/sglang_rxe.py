@@ -200,9 +200,15 @@ def run_prefill(a, shape, idx, phase0=0):
                           gloo_path=os.path.join(a.dir, f"{tag}.gloo{k if chan else ''}"), pp=chan)
         built.wait()
         end = time.monotonic() + a.timeout
+
+        def votes(*flags):
+            """Every stage's flags: PP stages rendezvous in each turn(), so
+            they must leave a loop on the same turn (one leaving alone left
+            the other waiting in the next turn's gather for ever)."""
+            return chan.gather(k, flags) if chan else [flags]
         for ph in range(phase0, len(spec["phases"])):
             if ph > phase0:
-                while not os.path.exists(os.path.join(a.dir, f"{shape}.decode-phase{ph}")):
+                while not any(x[0] for x in votes(os.path.exists(os.path.join(a.dir, f"{shape}.decode-phase{ph}")))):
                     if os.path.exists(decode_done) or time.monotonic() > end:
                         raise RuntimeError(f"phase {ph}: the decode never got there")
                     r.turn()
@@ -232,14 +238,15 @@ def run_prefill(a, shape, idx, phase0=0):
                             f"sent_tokens={c.start_send_idx} of {len(c.origin_input_ids)}")
                         write_file(os.path.join(a.dir, f"{shape}.prefill-killme"), "now\n")
                         time.sleep(3600)  # SIGKILLed by the parent
-                if r.idle() and want <= set(r.done):
-                    break
                 if decode_ended is None and os.path.exists(decode_done):
                     decode_ended = time.monotonic()
-                if decode_ended is not None and time.monotonic() - decode_ended > GRACE_S:
-                    break  # the decode ended long ago: what is left waits for nothing
+                # (past the grace, the decode ended long ago: what is left waits for nothing)
+                v = votes(r.idle() and want <= set(r.done),
+                          decode_ended is not None and time.monotonic() - decode_ended > GRACE_S)
+                if all(x[0] for x in v) or any(x[1] for x in v):
+                    break
                 time.sleep(0.002)
-        while time.monotonic() < end and not os.path.exists(decode_done):
+        while time.monotonic() < end and not any(x[0] for x in votes(os.path.exists(decode_done))):
             r.turn()  # keep serving (heartbeats) until the decode is done
             time.sleep(0.01)
         # on this thread: its engine belongs to it

@@ -8,7 +8,8 @@ before the first `import sglang`.
 Third-party modules stubbed (not in Debian 12, or only in an incompatible
 version); the Debian packages that are there are installed instead
 (scripts/lib.sh KVF_PKGS_SGLANG: torch 1.13, torchvision 0.14, zmq, requests,
-aiohttp, psutil, pil, tqdm, dill, ipython, regex, sentencepiece, packaging;
+aiohttp, psutil, pil, tqdm, dill, ipython, regex, sentencepiece, packaging,
+starlette (srt/utils/common.py imports its routing);
 numpy from KVF_PKGS_BUILD):
 
 | module | imported by (first hit) | why a stub is enough |
