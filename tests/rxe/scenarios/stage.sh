@@ -57,21 +57,53 @@ staged_ok() {
 
 # both_end TAG: both drivers exited 0, every room released on both sides
 both_end() {
-	local drc prc side
+	local drc prc side killed=false
+	case $1 in kill*) killed=true ;; esac # its decode was SIGKILLed
 	wait "$dpid"; drc=$?
 	wait "$ppid"; prc=$?
 	CHILDREN=()
 	grep '^driver: role=' "$W/$1.prefill.out" "$W/$1.decode.out"
 	[ "$prc" = 0 ] || { show "$W/$1".*; fail "$1: prefill exit $prc"; }
-	[ "$drc" = 0 ] || [ "$1" = kill ] ||
+	[ "$drc" = 0 ] || $killed ||
 		{ show "$W/$1".*; fail "$1: decode exit $drc"; }
 	for side in prefill decode; do
-		[ "$1" = kill ] && [ $side = decode ] && continue
+		$killed && [ $side = decode ] && continue
 		f=$W/$1.$side.out
 		[ "$(summary "$f" released)" = "$(summary "$f" created)" ] ||
 			fail "$1 $side: $(summary "$f" released) of $(summary "$f" created) released"
 		[ "$(summary "$f" bad_bytes)" = 0 ] || { grep ' bad=[1-9]' "$f" | head; fail "$1 $side: bad bytes"; }
 	done
+}
+
+# kill_decode TAG PORT: a pair whose decode is SIGKILLed once it has 15
+# rooms; every prefill room after the kill ends peer_lost within the
+# detection time (or SUCCESS, or never bound). 1 when none was lost.
+kill_decode() {
+	local tag=$1 vchild tk bad
+	run_pair "$tag" "$2" --rooms $((n * 4)) --window 16 --chunk-gap-ms 50 --stop-on-lost 8
+	wait_lines "$W/$tag.decode.out" ' SUCCESS ' 15 90 ||
+		{ show "$W/$tag.decode.out" "$W/$tag.decode.log"; fail "the decode did not get 15 rooms in 90 s"; }
+	vchild=$(pgrep -P "$dpid" | head -n1)
+	[ -n "$vchild" ] || fail "no decode process under pid $dpid"
+	tk=$(now)
+	kill -KILL "$vchild"
+	note "$tag: SIGKILL to the decode at t=$tk, chunks staged or waiting for slots"
+	both_end "$tag"
+	limit=$(awk -v a=$HB_MS -v b=$HB_MISSES 'BEGIN { print a * b / 1000 + 3 }')
+	bad=$(awk -v tk="$tk" -v lim="$limit" '
+		/^room / {
+			t = 0; r = ""
+			for (i = 1; i <= NF; i++) {
+				if ($i ~ /^t=/) t = substr($i, 3) + 0
+				if ($i ~ /^reason=/) r = substr($i, 8)
+			}
+			if ($0 ~ / STUCK /) { if ($0 !~ /state=BOOTSTRAPPING/) print "still live: " $0; next }
+			if (t < tk || $4 == "SUCCESS") next
+			if (r != "peer_lost") { print "other failure: " $0; next }
+			if (t - tk > lim) print "late (" t - tk " s): " $0
+		}' "$W/$tag.prefill.out")
+	[ -z "$bad" ] || { echo "$bad" | head -n 20; fail "$(wc -l <<< "$bad") prefill rooms not as expected"; }
+	grep -q 'reason=peer_lost' "$W/$tag.prefill.out"
 }
 
 case $mode in
@@ -104,33 +136,20 @@ abort)
 	ta=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }')
 	note "aborts: $(summary "$W/abort.decode.out" ok) SUCCESS, aborted by the prefill $pa, by the decode $da, in $ta s"
 
-	# enough requests that the decode is still busy when 15 have ended
-	run_pair kill 18773 --rooms $((n * 4)) --window 16 --chunk-gap-ms 50 --stop-on-lost 8
-	wait_lines "$W/kill.decode.out" ' SUCCESS ' 15 90 ||
-		{ show "$W/kill.decode.out" "$W/kill.decode.log"; fail "the decode did not get 15 rooms in 90 s"; }
-	vchild=$(pgrep -P "$dpid" | head -n1)
-	[ -n "$vchild" ] || fail "no decode process under pid $dpid"
-	tk=$(now)
-	kill -KILL "$vchild"
-	note "SIGKILL to the decode at t=$tk, chunks staged or waiting for slots"
-	both_end kill
-	limit=$(awk -v a=$HB_MS -v b=$HB_MISSES 'BEGIN { print a * b / 1000 + 3 }')
-	bad=$(awk -v tk="$tk" -v lim="$limit" '
-		/^room / {
-			t = 0; r = ""
-			for (i = 1; i <= NF; i++) {
-				if ($i ~ /^t=/) t = substr($i, 3) + 0
-				if ($i ~ /^reason=/) r = substr($i, 8)
-			}
-			if ($0 ~ / STUCK /) { if ($0 !~ /state=BOOTSTRAPPING/) print "still live: " $0; next }
-			if (t < tk || $4 == "SUCCESS") next
-			if (r != "peer_lost") { print "other failure: " $0; next }
-			if (t - tk > lim) print "late (" t - tk " s): " $0
-		}' "$W/kill.prefill.out")
-	[ -z "$bad" ] || { echo "$bad" | head -n 20; fail "$(wc -l <<< "$bad") prefill rooms not as expected"; }
-	lost=$(grep -c 'reason=peer_lost' "$W/kill.prefill.out")
-	[ "$lost" -ge 1 ] || fail "no prefill room was lost with the decode"
-	staged_ok kill
-	pass "aborts ($n requests: prefill $pa, decode $da aborted, $ta s) and a decode kill ($lost prefill rooms peer lost within $limit s): every room ended and released, staged $(stg "$W/abort.prefill.out" staged_chunks) + $(stg "$W/kill.prefill.out" staged_chunks) chunks, $(stg "$W/abort.prefill.out" stage_waits) + $(stg "$W/kill.prefill.out" stage_waits) waits, all slots back" ;;
+	# enough requests that the decode is still busy when 15 have ended. The
+	# kill can miss: the decode's SUCCESS lines lag its prefill, which on a
+	# loaded guest may have finished every room whose ROOM_INFO it had, its
+	# live ones all BOOTSTRAPPING (nothing on the connection to lose). That
+	# attempt checks everything else and is run again (3 at most); a wrong
+	# outcome in any attempt fails at once.
+	for try in 1 2 3; do
+		kill_decode "kill$try" $((18773 + 10 * try)) && break
+		[ $try = 3 ] && fail "no prefill room was lost with the decode in 3 attempts (none bound at the kill)"
+		note "attempt $try: no prefill room was bound to the connection at the kill; again"
+	done
+	tag=kill$try
+	lost=$(grep -c 'reason=peer_lost' "$W/$tag.prefill.out")
+	staged_ok "$tag"
+	pass "aborts ($n requests: prefill $pa, decode $da aborted, $ta s) and a decode kill (attempt $try: $lost prefill rooms peer lost within $limit s): every room ended and released, staged $(stg "$W/abort.prefill.out" staged_chunks) + $(stg "$W/$tag.prefill.out" staged_chunks) chunks, $(stg "$W/abort.prefill.out" stage_waits) + $(stg "$W/$tag.prefill.out" stage_waits) waits, all slots back" ;;
 *) fail "mode: stream or abort" ;;
 esac
