@@ -10,9 +10,11 @@ KVF_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 # python3-*: the Python package (python/: the extension's headers, the wheel's
 # build backend, the tests' numpy host buffers and runner); scripts run
 # /usr/bin/python3 ($KVF_PY), whose packages these are.
+# abigail-tools: the unit suite's abi test (abidw/abidiff, tests/unit/abi_check.sh).
 KVF_PKGS_BUILD=(gcc meson ninja-build pkg-config libconfig-dev libcriterion-dev
 	libck-dev libibverbs-dev librdmacm-dev libssl-dev spin clang libclang-rt-14-dev libmicrohttpd-dev
-	python3-dev python3-mesonpy python3-numpy python3-pytest python3-pip)
+	python3-dev python3-mesonpy python3-numpy python3-pytest python3-pip
+	abigail-tools)
 # Debian's interpreter: PATH may find another python3 (pyenv, a venv) without
 # the packages above.
 KVF_PY=/usr/bin/python3
