@@ -205,7 +205,7 @@ TESTS=(
 	"kvf_vllm|900|\$repo/tests/rxe/scenarios/vllm.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 all"
 	# issue 24: SGLang's own queue code (the pinned tree) drives kvferry.sglang,
 	# one process per side importing SGLang once, a fork per shape
-	"kvf_sglang_real|900|\$repo/tests/rxe/scenarios/sglang_real.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1"
+	"kvf_sglang_real|1500|\$repo/tests/rxe/scenarios/sglang_real.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1"
 	# issue 9: ranks of different TP and pipeline stages (geometry, head slicing)
 	"kvf_ranks_tp2to1|240|\$repo/tests/rxe/scenarios/ranks.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 tp2to1 12"
 	"kvf_ranks_tp1to2|240|\$repo/tests/rxe/scenarios/ranks.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 tp1to2 12"

@@ -41,7 +41,7 @@ export PYTHONPATH=$BUILD/python
 compgen -G "$BUILD/python/kvferry/_kvferry*.so" > /dev/null ||
 	fail "not built: $BUILD/python/kvferry/_kvferry*.so (python3-dev, -Dpython)"
 DRV=("$PY" "$repo/tests/sglang/sglang_rxe.py" --dir "$W" --shapes "$SHAPES" --timeout "${KVF_SGR_TIMEOUT:-180}")
-limit=${KVF_SGR_LIMIT:-840}
+limit=${KVF_SGR_LIMIT:-1440} # (a hang is an error since the PP fix; this bounds a starved guest)
 t0=$SECONDS
 KVFERRY_CONFIG=$W/p.conf timeout -k 5 "$limit" "${DRV[@]}" --role prefill > "$W/prefill.out" 2> "$W/prefill.log" &
 ppid=$!
