@@ -11,7 +11,7 @@
 #include "api.h"
 #include "engine.h"
 #include "log.h"
-#include "room.h"
+#include "engine_impl.h"
 #include "sized.h"
 
 /* ----------------------------------------------------------------- regions */
@@ -305,17 +305,12 @@ static int info_to(kvf_engine *eng, struct kvf_slot *r, const struct kvf_index_l
 				      "failed: %s", eng->peers[r->peer], strerror(-rc));
 		return rc;
 	}
-	r->conn = conn;
-	r->flags |= KVF_RF_INFO_SENT;
 	/* Connection ids are never reused: another id for the same peer is
 	 * a new connection after the last one was lost. */
 	if (eng->peer_conns[r->peer] && eng->peer_conns[r->peer] != conn)
 		eng->oc.reconnects++;
 	eng->peer_conns[r->peer] = conn;
-	kvf_obs(eng, r)->info_ns = kvf_now(eng);
-	kvf_obs(eng, r)->chunks_total = (uint32_t)nitems; /* they land at once, with the last write */
-	kvf_obs(eng, r)->bytes = bytes;
-	kvf_room_transition(eng, r, KVF_WAITING_FOR_INPUT);
+	kvf_room_info_sent(eng, r, conn, (uint32_t)nitems, bytes);
 	kvf_api_apply_early(eng, r, conn); /* a tombstone its connection left before it was bound */
 	return 0;
 }
@@ -564,20 +559,15 @@ static int check_parts(kvf_engine *eng, struct kvf_slot *r, const struct kvf_chu
 	return 0;
 }
 
-/* The chunk's bytes and signaled writes as handed to the transport. */
-static void chunk_obs(kvf_engine *eng, struct kvf_slot *r, const struct kvf_chunk_part *parts,
-		      uint32_t nparts, uint32_t signaled)
+/* The chunk's bytes as handed to the transport. */
+static uint64_t chunk_bytes(const kvf_engine *eng, const struct kvf_chunk_part *parts,
+			    uint32_t nparts)
 {
-	struct kvf_room_obs *o = kvf_obs(eng, r);
 	uint64_t bytes = 0;
 
 	for (uint32_t i = 0; i < nparts; i++)
 		bytes += (uint64_t)parts[i].n * eng->regions.r[parts[i].region].item_bytes;
-	if (!o->send_ns)
-		o->send_ns = kvf_now(eng);
-	o->bytes += bytes;
-	o->chunks_total += signaled;
-	eng->oc.bytes_sent += bytes;
+	return bytes;
 }
 
 /* What the room owes the receiver when its chunks are checked: the
@@ -627,14 +617,9 @@ static int send_to(kvf_engine *eng, struct kvf_slot *r, uint32_t k,
 		rc = post_chunk(eng, r, xp, dummy ? 0 : nparts, last);
 		if (rc < 0)
 			return rc;
-		chunk_obs(eng, r, parts, dummy ? 0 : nparts, (uint32_t)rc);
 	}
-	if (last)
-		r->flags |= KVF_RF_LAST_SENT;
-	if (r->state == KVF_WAITING_FOR_INPUT)
-		kvf_room_transition(eng, r, KVF_TRANSFERRING);
-	else
-		kvf_room_chunk_posted(eng, r);
+	kvf_room_chunk_sent(eng, r, !dummy || last, dummy ? 0 : chunk_bytes(eng, parts, nparts),
+			    (uint32_t)rc, last);
 	return 0;
 }
 

@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "fan.h"
-#include "room.h"
+#include "engine_impl.h"
 
 /* A handle's room, or NULL when the handle is stale or out of range, or
  * names a fan's member slot (no handle of the API does). */

@@ -7,7 +7,7 @@
 
 #include "hash.h"
 #include "log.h"
-#include "room.h"
+#include "engine_impl.h"
 
 #define FIRST_CAP 64u
 

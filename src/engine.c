@@ -18,7 +18,8 @@
 #include "kvf_build.h"
 #include "log.h"
 #include "mem.h"
-#include "room.h"
+#include "engine_impl.h"
+#include "metrics.h"
 #include "sized.h"
 #if HAVE_RDMA
 #include "rdma/fault.h"

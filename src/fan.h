@@ -16,7 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "room.h"
+#include "engine_impl.h"
 
 /* KVF_FAN_MAX (kvferry.h), the most peers one room may have: a TP or
  * pipeline degree, not a cluster size. */

@@ -9,7 +9,7 @@
 
 #include "log.h"
 #include "metrics.h"
-#include "room.h"
+#include "engine_impl.h"
 #include "transport.h"
 
 /* The transport of an engine in a forked child: every call that would touch

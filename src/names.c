@@ -4,7 +4,7 @@
 #include <kvferry/kvferry.h>
 
 #include "names.h"
-#include "room.h"
+#include "engine_impl.h"
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 

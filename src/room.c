@@ -2,7 +2,7 @@
 /* The room state machine: the one door every state change goes through and
  * its table, deadlines, the one failure field, and quiescence. The events
  * from the ring are applied in room_events.c. Scheduler thread only. */
-#include "room.h"
+#include "engine_impl.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -218,19 +218,46 @@ void kvf_room_bind(struct kvf_engine *eng, struct kvf_slot *r, uint32_t conn)
 		relist(eng, r, conn);
 }
 
+void kvf_room_info_sent(struct kvf_engine *eng, struct kvf_slot *r, uint32_t conn,
+			uint32_t nitems, uint64_t bytes)
+{
+	struct kvf_room_obs *o = kvf_obs(eng, r);
+
+	kvf_room_bind(eng, r, conn);
+	r->flags |= KVF_RF_INFO_SENT;
+	o->info_ns = kvf_now(eng);
+	o->chunks_total = nitems; /* they land at once, with the last write */
+	o->bytes = bytes;
+	kvf_room_transition(eng, r, KVF_WAITING_FOR_INPUT);
+}
+
+void kvf_room_chunk_sent(struct kvf_engine *eng, struct kvf_slot *r, bool posted,
+			 uint64_t bytes, uint32_t signaled, bool last)
+{
+	struct kvf_room_obs *o = kvf_obs(eng, r);
+
+	if (posted) {
+		if (!o->send_ns)
+			o->send_ns = kvf_now(eng);
+		o->bytes += bytes;
+		o->chunks_total += signaled;
+		eng->oc.bytes_sent += bytes;
+	}
+	if (last)
+		r->flags |= KVF_RF_LAST_SENT;
+	if (r->state == KVF_WAITING_FOR_INPUT)
+		kvf_room_transition(eng, r, KVF_TRANSFERRING);
+	else
+		kvf_room_chunk_posted(eng, r);
+}
+
 void kvf_room_transition(struct kvf_engine *eng, struct kvf_slot *r, unsigned to)
 {
 	assert(kvf_room_transition_allowed((enum kvf_role)r->role, r->state, to));
 	eng->transitions[r->role & 1][r->state][to]++;
-	/* A released room leaves its list; a conn written outside the engine
-	 * (api.c binds a receiver as it sends its ROOM_INFO, then moves it to
-	 * WAITING_FOR_INPUT) joins one. Every other binding is kvf_room_bind's. */
-	if (to == KVF_ROOM_FREE) {
-		if (r->list_conn)
-			relist(eng, r, 0);
-	} else if (to == KVF_WAITING_FOR_INPUT && r->list_conn != r->conn) {
-		relist(eng, r, r->conn);
-	}
+	/* A released room leaves its list (every binding is kvf_room_bind's). */
+	if (to == KVF_ROOM_FREE && r->list_conn)
+		relist(eng, r, 0);
 	leave_state(eng, r);
 	enter_state(eng, r, to);
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The room table and the room state machine. Owned by the scheduler thread
- * alone: nothing here takes a lock. */
+/* A room's slot and the state machine's door (room.c): what every room file
+ * needs. The engine that holds the slots is engine_impl.h. Owned by the
+ * scheduler thread alone: nothing here takes a lock. */
 #ifndef KVF_ROOM_H
 #define KVF_ROOM_H
 
@@ -11,16 +12,10 @@
 
 #include <kvferry/kvferry.h>
 
-#include "config.h"
-#include "conn_rooms.h"
-#include "early.h"
 #include "event.h"
-#include "idmap.h"
-#include "metrics.h"
-#include "region.h"
-#include "ring.h"
-#include "timer.h"
-#include "transport.h"
+
+struct kvf_engine;
+struct kvf_early_ent;
 
 /* What last happened to a room, for kvf_dump. */
 enum kvf_last {
@@ -131,62 +126,6 @@ struct kvf_room_obs {
 	uint32_t chunks_total;
 };
 
-struct kvf_engine {
-	struct kvf_config cfg;
-	uint64_t (*now_fn)(void *arg);
-	void *now_arg;
-
-	struct kvf_slot *slots;
-	uint32_t nslots;
-	uint32_t *free_stack;     /* free slots; LIFO keeps reused slots warm */
-	uint32_t nfree;
-	struct kvf_idmap ids;     /* (room id, role) -> slot */
-	struct kvf_timers timers; /* one deadline per room */
-	struct kvf_early early;   /* tombstones and parked ROOM_INFOs */
-	uint32_t inflight_head;   /* oldest TRANSFERRING sender, slot + 1 */
-	uint32_t inflight_tail;
-	struct kvf_conn_rooms by_conn; /* each connection's rooms */
-
-	struct kvf_ring *ring;
-	int wake_fd;              /* eventfd the poller writes for a sleeping scheduler (wait.c) */
-	bool wait_armed;          /* kvf_engine_wait_prepare announced a sleep; progress ends it */
-	struct kvf_event *batch;
-	uint32_t batch_cap;
-
-	const struct kvf_transport_ops *ops;
-	void *t;
-
-	struct kvf_regions regions; /* kvf_region_register's */
-
-	struct kvf_room_obs *obs; /* per slot, beside slots */
-	struct kvf_obs_counters oc;
-	struct kvf_metrics *metrics; /* NULL: no snapshots (metrics.listen_port 0) */
-
-	char **peers;             /* interned "host:port" strings */
-	uint32_t *peer_conns;     /* per peer: the connection its last ROOM_INFO went on */
-	uint32_t npeers;
-
-	uint64_t next_summary_ns;
-	struct kvf_stats st;
-	/* guard.c: a second thread in progress/wait, a child after fork() */
-	atomic_flag busy;
-	_Atomic uint64_t calls_concurrent;
-	bool forked;
-	uint32_t fork_logged;
-	/* Transitions taken, per role, from, to: the table's walk test reads
-	 * it; a disallowed one stays 0 (debug builds assert it). */
-	uint64_t transitions[2][KVF_ROOM_NSTATES][KVF_ROOM_NSTATES];
-};
-
-/* Handle <-> slot. */
-static inline kvf_room kvf_room_handle(const struct kvf_engine *eng, const struct kvf_slot *r)
-{
-	return (kvf_room){ .v = (uint64_t)r->gen << 32 | (uint32_t)(r - eng->slots) };
-}
-static inline uint32_t kvf_slot_index(const struct kvf_engine *eng, const struct kvf_slot *r)
-{
-	return (uint32_t)(r - eng->slots);
-}
 static inline bool kvf_live(const struct kvf_slot *r)
 {
 	return r->state != KVF_ROOM_FREE;
@@ -194,21 +133,6 @@ static inline bool kvf_live(const struct kvf_slot *r)
 static inline bool kvf_terminal(const struct kvf_slot *r)
 {
 	return r->state == KVF_FAILED || r->state == KVF_SUCCESS;
-}
-
-/* The one room-handle validator: the live room at slot whose generation
- * matches gen in the bits of gen_mask (a handle and a wr_id carry all 32,
- * an immediate the low 12), or NULL. Every name of a room from outside
- * (API handle, work completion, immediate) passes here. */
-static inline struct kvf_slot *kvf_room_at(const struct kvf_engine *eng, uint32_t slot,
-					   uint32_t gen, uint32_t gen_mask)
-{
-	struct kvf_slot *r;
-
-	if (!eng || slot >= eng->nslots)
-		return NULL;
-	r = &eng->slots[slot];
-	return kvf_live(r) && ((r->gen ^ gen) & gen_mask) == 0 ? r : NULL;
 }
 
 uint64_t kvf_now(const struct kvf_engine *eng);
@@ -235,9 +159,19 @@ void kvf_room_chunk_posted(struct kvf_engine *eng, struct kvf_slot *r);
 
 /* Bind the room to connection conn (0: to none) and keep its connection's
  * room list with it. Every write of r->conn in the engine goes here; the
- * door (kvf_room_transition) catches up with any other (api.c's) and takes
- * a released room out of its list. */
+ * door (kvf_room_transition) takes a released room out of its list. */
 void kvf_room_bind(struct kvf_engine *eng, struct kvf_slot *r, uint32_t conn);
+
+/* Receiver: its ROOM_INFO (nitems items, bytes in all) went out on conn:
+ * bound, observed, WAITING_FOR_INPUT. */
+void kvf_room_info_sent(struct kvf_engine *eng, struct kvf_slot *r, uint32_t conn,
+			uint32_t nitems, uint64_t bytes);
+
+/* Sender: a chunk was handed over (posted: to the transport, bytes and
+ * signaled writes; a dummy receiver's middle chunks are not), LAST or not:
+ * observed, TRANSFERRING, its deadline restarted. */
+void kvf_room_chunk_sent(struct kvf_engine *eng, struct kvf_slot *r, bool posted,
+			 uint64_t bytes, uint32_t signaled, bool last);
 
 /* Write the room's failure field and move it to FAILED, then do what the
  * protocol owes the peer (ABORT, ABORT_ACK) and arm the quiesce deadline.
@@ -287,17 +221,5 @@ void kvf_room_peer_abort(struct kvf_engine *eng, struct kvf_slot *r, uint32_t co
 			 uint16_t reason, bool from_tombstone);
 
 const char *kvf_last_str(enum kvf_last l);
-
-/* What last happened to the room, and when (kvf_dump, /rooms). */
-static inline void kvf_room_last(struct kvf_engine *eng, struct kvf_slot *r, enum kvf_last l)
-{
-	r->last = (uint8_t)l;
-	eng->obs[kvf_slot_index(eng, r)].last_ns = kvf_now(eng);
-}
-
-static inline struct kvf_room_obs *kvf_obs(struct kvf_engine *eng, const struct kvf_slot *r)
-{
-	return &eng->obs[kvf_slot_index(eng, r)];
-}
 
 #endif

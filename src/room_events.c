@@ -14,7 +14,7 @@
 #include "chunk.h"
 #include "fan.h"
 #include "names.h"
-#include "room.h"
+#include "engine_impl.h"
 
 void kvf_room_ignore(struct kvf_engine *eng, enum kvf_ignore_reason why,
 		     const struct kvf_event *ev, const char *what)

@@ -22,7 +22,7 @@
 #include "engine.h"
 #include "metrics.h"
 #include "guard.h"
-#include "room.h"
+#include "engine_impl.h"
 
 static uint64_t until(uint64_t now, uint64_t when)
 {

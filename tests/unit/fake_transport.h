@@ -14,7 +14,7 @@
 
 #include "config.h"
 #include "engine.h"
-#include "room.h"
+#include "engine_impl.h"
 
 struct fake {
 	/* what to answer */

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "fake_transport.h"
+#include "metrics.h"
 
 static const uint32_t blocks[4] = { 0, 1, 2, 3 };
 

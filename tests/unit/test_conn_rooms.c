@@ -7,7 +7,7 @@
 #include <stdlib.h>
 
 #include "conn_rooms.h"
-#include "room.h"
+#include "engine_impl.h"
 
 #define NSLOTS 3000u
 #define NCONNS 400u

@@ -9,6 +9,7 @@
 
 #include "clock.h"
 #include "fake_transport.h"
+#include "metrics.h"
 #include "json_check.h"
 #include "prom_check.h"
 

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "fake_transport.h"
+#include "metrics.h"
 #include "json_check.h"
 #include "kvf_build.h"
 #include "prom_check.h"
