@@ -237,6 +237,35 @@ static int check(const struct opts *o, CUdeviceptr mem, const uint8_t *got, size
 	return bad ? 1 : 0;
 }
 
+/* The prefill engine on the CUDA region at mem, the decode's on host, over
+ * o->device: the prefill listens on an ephemeral port the decode dials. */
+static int open_pair(const struct opts *o, CUdeviceptr mem, uint8_t *host,
+		     kvf_engine **p, uint32_t *preg, kvf_engine **d, uint32_t *dreg)
+{
+	char psets[4][160], dsets[3][160], listen[64];
+	const char *pv[4], *dv[3], *pth;
+	uint16_t port = 0;
+
+	snprintf(psets[0], sizeof(psets[0]), "rdma.device=%s", o->device);
+	snprintf(psets[1], sizeof(psets[1]), "rdma.listen_addr=%s", o->addr);
+	snprintf(psets[2], sizeof(psets[2]), "rdma.listen_port=0");
+	snprintf(psets[3], sizeof(psets[3]), "engine.id=gpu-check-prefill");
+	for (int i = 0; i < 4; i++)
+		pv[i] = psets[i];
+	if (open_engine(pv, 4, p, preg, (void *)(uintptr_t)mem, o))
+		return 1;
+	pth = path_seen();
+	printf("gpu-check: path: %s\n", pth ? pth : "unknown (no registration line; see the log)");
+	if (kvf_engine_listen_addr(*p, listen, sizeof(listen), &port))
+		return 1;
+	snprintf(dsets[0], sizeof(dsets[0]), "rdma.device=%s", o->device);
+	snprintf(dsets[1], sizeof(dsets[1]), "rdma.peer=%s:%u", listen, port);
+	snprintf(dsets[2], sizeof(dsets[2]), "engine.id=gpu-check-decode");
+	for (int i = 0; i < 3; i++)
+		dv[i] = dsets[i];
+	return open_engine(dv, 3, d, dreg, host, o) ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct opts o;
@@ -245,9 +274,6 @@ int main(int argc, char **argv)
 	uint8_t *host, *pat;
 	uint32_t preg, dreg, *items;
 	kvf_engine *p = NULL, *d = NULL;
-	char psets[4][160], dsets[3][160], listen[64];
-	const char *pv[4], *dv[3], *pth;
-	uint16_t port = 0;
 	int rc;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -276,24 +302,7 @@ int main(int argc, char **argv)
 	if (cu.htod(mem, pat, len) != CUDA_SUCCESS)
 		return 1;
 	kvf_set_log_callback(on_log, NULL);
-	snprintf(psets[0], sizeof(psets[0]), "rdma.device=%s", o.device);
-	snprintf(psets[1], sizeof(psets[1]), "rdma.listen_addr=%s", o.addr);
-	snprintf(psets[2], sizeof(psets[2]), "rdma.listen_port=0");
-	snprintf(psets[3], sizeof(psets[3]), "engine.id=gpu-check-prefill");
-	for (int i = 0; i < 4; i++)
-		pv[i] = psets[i];
-	if (open_engine(pv, 4, &p, &preg, (void *)(uintptr_t)mem, &o))
-		return 1;
-	pth = path_seen();
-	printf("gpu-check: path: %s\n", pth ? pth : "unknown (no registration line; see the log)");
-	if (kvf_engine_listen_addr(p, listen, sizeof(listen), &port))
-		return 1;
-	snprintf(dsets[0], sizeof(dsets[0]), "rdma.device=%s", o.device);
-	snprintf(dsets[1], sizeof(dsets[1]), "rdma.peer=%s:%u", listen, port);
-	snprintf(dsets[2], sizeof(dsets[2]), "engine.id=gpu-check-decode");
-	for (int i = 0; i < 3; i++)
-		dv[i] = dsets[i];
-	if (open_engine(dv, 3, &d, &dreg, host, &o))
+	if (open_pair(&o, mem, host, &p, &preg, &d, &dreg))
 		return 1;
 	rc = move_room(p, d, preg, dreg, items, o.items) ? 1 : check(&o, mem, host, len, p);
 	kvf_engine_close(d);

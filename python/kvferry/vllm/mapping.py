@@ -224,6 +224,34 @@ def cache_layout(kv_caches: Dict[str, Any], *, block_size: int, tp_rank: int, tp
       (num_blocks, block_size, latent)  MLA: one buffer per layer, geometry
           (block_size, 1, 0, latent bytes, layer, 0): every rank holds it whole.
     The layer of a buffer is the index in its layer's name, else its position."""
+    buffers: List[Buffer] = []
+    nblocks = set()
+    sliceable, why = True, ""
+    for layer, name, t in _ordered_layers(kv_caches):
+        facts = _tensor_facts(t)
+        if use_mla:
+            bufs, nb, not_sliceable = _mla_buffers(name, layer, facts, block_size)
+        elif len(facts[0]) != 5:
+            raise ValueError(f"layer {name}: cache shape {facts[0]}, expected 5 dimensions "
+                             "(K/V, blocks, tokens, heads, head size in some order)")
+        elif facts[0][0] == 2 and (num_blocks is None or facts[0][1] == num_blocks):
+            bufs, nb, not_sliceable = _kv_first_buffers(
+                name, layer, facts, block_size,
+                ranks=(tp_rank, tp_size, total_kv_heads))
+        else:
+            bufs, nb, not_sliceable = _kv_paired_buffers(name, facts, block_size)
+        if not_sliceable:
+            sliceable, why = False, not_sliceable
+        buffers.extend(bufs)
+        nblocks.add(nb)
+    if len(nblocks) != 1:
+        raise ValueError(f"register_kv_caches: layers of different block counts {sorted(nblocks)}")
+    return CacheLayout(buffers, nblocks.pop(), block_size, sliceable, why)
+
+
+def _ordered_layers(kv_caches: Dict[str, Any]) -> List[Tuple[int, str, Any]]:
+    """(layer, name, tensor) by layer: the index in a layer's name, else its
+    position (also when names repeat an index)."""
     if not kv_caches:
         raise ValueError("register_kv_caches: no KV cache tensors")
     named = []
@@ -233,62 +261,59 @@ def cache_layout(kv_caches: Dict[str, Any], *, block_size: int, tp_rank: int, tp
     if len({li for li, _, _ in named}) != len(named):
         named = [(pos, n, t) for pos, (_, n, t) in enumerate(named)]  # names do not tell
     named.sort(key=lambda x: x[0])
-    buffers: List[Buffer] = []
-    nblocks = set()
-    sliceable, why = True, ""
-    for layer, name, t in named:
-        shape, strides, esz, addr = _tensor_facts(t)
-        if use_mla:
-            if len(shape) != 3 or shape[1] != block_size:
-                raise ValueError(f"layer {name}: MLA cache shape {shape}, expected "
-                                 f"(num_blocks, {block_size}, latent)")
-            nb, _, lat = shape
-            if strides != (block_size * lat, lat, 1):
-                raise ValueError(f"layer {name}: MLA cache strides {strides} not contiguous")
-            item = block_size * lat * esz
-            buffers.append(Buffer(addr, item, (block_size, 1, 0, lat * esz, layer, 0)))
-            nblocks.add(nb)
-            continue
-        if len(shape) != 5:
-            raise ValueError(f"layer {name}: cache shape {shape}, expected 5 dimensions "
-                             "(K/V, blocks, tokens, heads, head size in some order)")
-        if num_blocks is not None:
-            kv_first = shape[0] == 2 and shape[1] == num_blocks
-        else:
-            kv_first = shape[0] == 2
-        if kv_first:
-            _, nb, bs, heads, hd = shape
-            per_block = bs * heads * hd
-            if bs != block_size:
-                raise ValueError(f"layer {name}: {bs} tokens a block, vLLM's block_size is "
-                                 f"{block_size}")
-            if strides[1] != per_block or strides[0] != nb * per_block:
-                raise ValueError(f"layer {name}: blocks are not contiguous (strides {strides})")
-            nhd = strides[2:] == (heads * hd, hd, 1)
-            if not nhd:
-                sliceable, why = False, (f"layer {name}: blocks are not token-major (strides "
-                                         f"{strides}: an HND layout); heads cannot be sliced")
-            head0 = head_range(tp_rank, tp_size, heads, total_kv_heads)
-            item = per_block * esz
-            for kind in (0, 1):
-                buffers.append(Buffer(addr + kind * nb * item, item,
-                                      (bs, heads, head0, hd * esz, layer, kind)))
-        else:
-            if shape[1] != 2:
-                raise ValueError(f"layer {name}: cache shape {shape}: neither (2, blocks, ...) "
-                                 "nor (blocks, 2, ...)")
-            nb, _, bs, heads, hd = shape
-            per_block = 2 * bs * heads * hd
-            if bs != block_size or strides[0] != per_block:
-                raise ValueError(f"layer {name}: shape {shape} strides {strides}: blocks of "
-                                 f"{block_size} tokens are not contiguous")
-            sliceable, why = False, (f"layer {name}: K and V side by side in a block "
-                                     f"({shape}); whole blocks only")
-            buffers.append(Buffer(addr, per_block * esz, None))
-        nblocks.add(nb)
-    if len(nblocks) != 1:
-        raise ValueError(f"register_kv_caches: layers of different block counts {sorted(nblocks)}")
-    return CacheLayout(buffers, nblocks.pop(), block_size, sliceable, why)
+    return named
+
+
+def _mla_buffers(name, layer, facts, block_size):
+    """(num_blocks, block_size, latent): one buffer, whole on every rank."""
+    shape, strides, esz, addr = facts
+    if len(shape) != 3 or shape[1] != block_size:
+        raise ValueError(f"layer {name}: MLA cache shape {shape}, expected "
+                         f"(num_blocks, {block_size}, latent)")
+    nb, _, lat = shape
+    if strides != (block_size * lat, lat, 1):
+        raise ValueError(f"layer {name}: MLA cache strides {strides} not contiguous")
+    item = block_size * lat * esz
+    return [Buffer(addr, item, (block_size, 1, 0, lat * esz, layer, 0))], nb, ""
+
+
+def _kv_first_buffers(name, layer, facts, block_size, ranks):
+    """(2, num_blocks, block_size, heads, head_size): a K and a V buffer with
+    geometry; heads can be sliced only when a block is token-major. ranks:
+    (tp_rank, tp_size, total_kv_heads), where this rank's heads begin."""
+    shape, strides, esz, addr = facts
+    _, nb, bs, heads, hd = shape
+    per_block = bs * heads * hd
+    if bs != block_size:
+        raise ValueError(f"layer {name}: {bs} tokens a block, vLLM's block_size is "
+                         f"{block_size}")
+    if strides[1] != per_block or strides[0] != nb * per_block:
+        raise ValueError(f"layer {name}: blocks are not contiguous (strides {strides})")
+    why = ""
+    if strides[2:] != (heads * hd, hd, 1):
+        why = (f"layer {name}: blocks are not token-major (strides "
+               f"{strides}: an HND layout); heads cannot be sliced")
+    tp_rank, tp_size, total_kv_heads = ranks
+    head0 = head_range(tp_rank, tp_size, heads, total_kv_heads)
+    item = per_block * esz
+    return [Buffer(addr + kind * nb * item, item, (bs, heads, head0, hd * esz, layer, kind))
+            for kind in (0, 1)], nb, why
+
+
+def _kv_paired_buffers(name, facts, block_size):
+    """(num_blocks, 2, block_size, heads, head_size): K and V side by side,
+    whole blocks only."""
+    shape, strides, esz, addr = facts
+    if shape[1] != 2:
+        raise ValueError(f"layer {name}: cache shape {shape}: neither (2, blocks, ...) "
+                         "nor (blocks, 2, ...)")
+    nb, _, bs, heads, hd = shape
+    per_block = 2 * bs * heads * hd
+    if bs != block_size or strides[0] != per_block:
+        raise ValueError(f"layer {name}: shape {shape} strides {strides}: blocks of "
+                         f"{block_size} tokens are not contiguous")
+    why = f"layer {name}: K and V side by side in a block ({shape}); whole blocks only"
+    return [Buffer(addr, per_block * esz, None)], nb, why
 
 
 def tail_blocks(src: Sequence[int], want: int) -> List[int]:
