@@ -445,9 +445,43 @@ static void bufset_put(struct bufset *b)
 	Py_XDECREF(b->keep);
 }
 
+/* n item sizes into size: one int for every buffer, or a sequence of n. */
+static int sizes_get(PyObject *sizes_obj, Py_ssize_t n, uint64_t *size)
+{
+	PyObject *sizes;
+	int rc = -1;
+
+	if (PyLong_Check(sizes_obj)) {
+		unsigned long long v = PyLong_AsUnsignedLongLong(sizes_obj);
+
+		if (PyErr_Occurred())
+			return -1;
+		for (Py_ssize_t i = 0; i < n; i++)
+			size[i] = v;
+		return 0;
+	}
+	sizes = PySequence_Fast(sizes_obj, "sizes must be an int or a sequence of ints");
+	if (!sizes)
+		return -1;
+	if (PySequence_Fast_GET_SIZE(sizes) != n) {
+		PyErr_Format(PyExc_ValueError, "%zd buffers but %zd item sizes", n,
+			     PySequence_Fast_GET_SIZE(sizes));
+		goto out;
+	}
+	for (Py_ssize_t i = 0; i < n; i++) {
+		size[i] = PyLong_AsUnsignedLongLong(PySequence_Fast_GET_ITEM(sizes, i));
+		if (PyErr_Occurred())
+			goto out;
+	}
+	rc = 0;
+out:
+	Py_DECREF(sizes);
+	return rc;
+}
+
 static int bufset_get(PyObject *bufs_obj, PyObject *sizes_obj, uint32_t nitems, struct bufset *b)
 {
-	PyObject *bufs, *sizes = NULL;
+	PyObject *bufs;
 	Py_ssize_t n;
 	int rc = -1;
 
@@ -469,28 +503,8 @@ static int bufset_get(PyObject *bufs_obj, PyObject *sizes_obj, uint32_t nitems, 
 			PyErr_NoMemory();
 		goto out;
 	}
-	if (PyLong_Check(sizes_obj)) { /* one item size for every buffer */
-		unsigned long long v = PyLong_AsUnsignedLongLong(sizes_obj);
-
-		if (PyErr_Occurred())
-			goto out;
-		for (Py_ssize_t i = 0; i < n; i++)
-			b->size[i] = v;
-	} else {
-		sizes = PySequence_Fast(sizes_obj, "sizes must be an int or a sequence of ints");
-		if (!sizes)
-			goto out;
-		if (PySequence_Fast_GET_SIZE(sizes) != n) {
-			PyErr_Format(PyExc_ValueError, "%zd buffers but %zd item sizes", n,
-				     PySequence_Fast_GET_SIZE(sizes));
-			goto out;
-		}
-		for (Py_ssize_t i = 0; i < n; i++) {
-			b->size[i] = PyLong_AsUnsignedLongLong(PySequence_Fast_GET_ITEM(sizes, i));
-			if (PyErr_Occurred())
-				goto out;
-		}
-	}
+	if (sizes_get(sizes_obj, n, b->size) < 0)
+		goto out;
 	for (Py_ssize_t i = 0; i < n; i++) {
 		if (!b->size[i]) {
 			PyErr_Format(PyExc_ValueError, "buffer %zd: item size 0", i);
@@ -503,7 +517,6 @@ static int bufset_get(PyObject *bufs_obj, PyObject *sizes_obj, uint32_t nitems, 
 	rc = 0;
 out:
 	Py_DECREF(bufs);
-	Py_XDECREF(sizes);
 	return rc;
 }
 
@@ -1144,6 +1157,39 @@ static int idx_alloc(struct idx *x, Py_ssize_t n)
 	return 0;
 }
 
+/* A buffer of any integer format copied into x's own list, each id checked. */
+static int idx_convert(struct idx *x, char code)
+{
+	Py_buffer *b = &x->view;
+
+	if (idx_alloc(x, b->shape[0]) < 0)
+		return -1;
+	for (Py_ssize_t i = 0; i < b->shape[0]; i++) {
+		const char *p = (const char *)b->buf + i * b->strides[0];
+		int is_signed = code >= 'a';
+		long long sv = 0;
+		unsigned long long uv = 0;
+
+		switch (b->itemsize) {
+		case 1: if (is_signed) sv = *(const int8_t *)p; else uv = *(const uint8_t *)p; break;
+		case 2: if (is_signed) sv = *(const int16_t *)p; else uv = *(const uint16_t *)p; break;
+		case 4: if (is_signed) sv = *(const int32_t *)p; else uv = *(const uint32_t *)p; break;
+		case 8: if (is_signed) sv = *(const int64_t *)p; else uv = *(const uint64_t *)p; break;
+		default:
+			PyErr_Format(PyExc_TypeError, "index list: %zd-byte integers", b->itemsize);
+			return -1;
+		}
+		if (!is_signed && uv > UINT32_MAX) {
+			PyErr_Format(PyExc_ValueError, "index %zd is %llu: block ids are 0 to 4294967295",
+				     i, uv);
+			return -1;
+		}
+		if (idx_store(x, i, is_signed ? sv : (long long)uv, is_signed && sv < 0) < 0)
+			return -1;
+	}
+	return 0;
+}
+
 static int idx_from_buffer(struct idx *x)
 {
 	Py_buffer *b = &x->view;
@@ -1179,32 +1225,7 @@ static int idx_from_buffer(struct idx *x)
 		x->n = (uint32_t)b->shape[0];
 		return 0;
 	}
-	if (idx_alloc(x, b->shape[0]) < 0)
-		return -1;
-	for (Py_ssize_t i = 0; i < b->shape[0]; i++) {
-		const char *p = (const char *)b->buf + i * b->strides[0];
-		int is_signed = code >= 'a';
-		long long sv = 0;
-		unsigned long long uv = 0;
-
-		switch (b->itemsize) {
-		case 1: if (is_signed) sv = *(const int8_t *)p; else uv = *(const uint8_t *)p; break;
-		case 2: if (is_signed) sv = *(const int16_t *)p; else uv = *(const uint16_t *)p; break;
-		case 4: if (is_signed) sv = *(const int32_t *)p; else uv = *(const uint32_t *)p; break;
-		case 8: if (is_signed) sv = *(const int64_t *)p; else uv = *(const uint64_t *)p; break;
-		default:
-			PyErr_Format(PyExc_TypeError, "index list: %zd-byte integers", b->itemsize);
-			return -1;
-		}
-		if (!is_signed && uv > UINT32_MAX) {
-			PyErr_Format(PyExc_ValueError, "index %zd is %llu: block ids are 0 to 4294967295",
-				     i, uv);
-			return -1;
-		}
-		if (idx_store(x, i, is_signed ? sv : (long long)uv, is_signed && sv < 0) < 0)
-			return -1;
-	}
-	return 0;
+	return idx_convert(x, code);
 }
 
 static int idx_get(PyObject *o, struct idx *x)
