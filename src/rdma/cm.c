@@ -424,6 +424,23 @@ static struct rdma_cm_id *reject_caller_destroys_id(struct rdma_cm_id *id, const
 	return id; /* destroyed by the caller once the event is acked */
 }
 
+/* The accepting side's QP all the way to RTS before the accept (the peer may
+ * send the moment it has our accept), and our nonce for the handshake. */
+static int accept_qp_up(struct kvf_conn *c)
+{
+	int rc;
+
+	c->mtu = pick_mtu(c, cm_path_mtu(c), c->peer_mtu);
+	rc = create_qp(c);
+	if (!rc)
+		rc = move_qp(c, IBV_QPS_RTR);
+	if (!rc)
+		rc = move_qp(c, IBV_QPS_RTS);
+	if (!rc)
+		rc = kvf_auth_nonce(c->hs.id.prefill_nonce);
+	return rc;
+}
+
 static struct rdma_cm_id *on_connect_request(struct kvf_rdma *t, struct rdma_cm_event *ev)
 {
 	struct rdma_cm_id *id = ev->id;
@@ -454,18 +471,7 @@ static struct rdma_cm_id *on_connect_request(struct kvf_rdma *t, struct rdma_cm_
 	atomic_store(&c->state, KVF_CONN_CONNECTING);
 	set_id_options(c);
 	adopted = !kvf_poller_adopt(t, c);
-	if (adopted) {
-		/* All the way to RTS before the accept: the peer may send the
-		 * moment it has our accept. */
-		c->mtu = pick_mtu(c, cm_path_mtu(c), c->peer_mtu);
-		rc = create_qp(c);
-		if (!rc)
-			rc = move_qp(c, IBV_QPS_RTR);
-		if (!rc)
-			rc = move_qp(c, IBV_QPS_RTS);
-		if (!rc)
-			rc = kvf_auth_nonce(c->hs.id.prefill_nonce);
-	}
+	rc = adopted ? accept_qp_up(c) : 0;
 	if (!adopted || rc) {
 		if (c->qp)
 			ibv_destroy_qp(c->qp);

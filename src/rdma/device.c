@@ -332,6 +332,20 @@ int kvf_rdma_listen_addr(const struct kvf_transport_ops *ops, void *tp, char *ho
 	return 0;
 }
 
+/* What is checked before anything is opened: nothing to undo if it fails. */
+static int preflight(struct kvf_rdma *t)
+{
+	int rc = KVF_FAULT_SETUP(); /* test builds: KVF_FAULT, refused when it does not parse */
+
+	if (!rc)
+		rc = kvf_verbs_check_threads(); /* before any provider reads it */
+	if (!rc)
+		rc = kvf_auth_warm();
+	if (!rc)
+		rc = check_cfg(t);
+	return rc;
+}
+
 int kvf_rdma_create(const struct kvf_config *cfg, struct kvf_ring *ring,
 		    const struct kvf_transport_ops **ops, void **out)
 {
@@ -348,13 +362,7 @@ int kvf_rdma_create(const struct kvf_config *cfg, struct kvf_ring *ring,
 	t->ring = ring;
 	t->wake_fd = -1;
 	pthread_mutex_init(&t->lock, NULL);
-	rc = KVF_FAULT_SETUP(); /* test builds: KVF_FAULT, refused when it does not parse */
-	if (!rc)
-		rc = kvf_verbs_check_threads(); /* before any provider reads it */
-	if (!rc)
-		rc = kvf_auth_warm();
-	if (!rc)
-		rc = check_cfg(t);
+	rc = preflight(t);
 	if (rc)
 		goto fail;
 	t->ech = rdma_create_event_channel();
