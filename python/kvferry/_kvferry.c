@@ -872,52 +872,66 @@ static const char *deadline_name(int i) { return kvf_deadline_str((enum kvf_dead
 static const char *ignore_name(int i) { return kvf_ignore_reason_str((enum kvf_ignore_reason)i); }
 static const char *auth_name(int i) { return kvf_auth_refusal_str((enum kvf_auth_refusal)i); }
 
+/* struct kvf_stats as Python sees it, in its order: U(field, doc) a counter or
+ * gauge, C(field, n, namefn, doc) an array of counts as a dict by name. The
+ * field list, the descriptor and engine_stats() all come from this one table,
+ * and the size check below fails the build when the struct gains a field the
+ * table lacks. */
+#define STATS_FIELDS(U, C) \
+	C(rooms, KVF_POLL_NUM, poll_name, "live rooms per state name") \
+	U(inflight, "sender rooms in TRANSFERRING") \
+	U(unquiescent, "terminal rooms whose memory is still held") \
+	U(created, "rooms ever created") \
+	U(released, "rooms ever released") \
+	C(failures, KVF_FAIL_NUM, reason_name, "failed rooms per reason name") \
+	C(deadlines, KVF_DL_NUM, deadline_name, "rooms failed per deadline name") \
+	C(ignored, KVF_IGN_NUM, ignore_name, "events not applied, per reason name") \
+	U(tombstones_created, NULL) \
+	U(tombstones_applied, NULL) \
+	U(tombstones_expired, NULL) \
+	U(tombstones_evicted, NULL) \
+	U(tombstones_live, NULL) \
+	U(early_infos_parked, NULL) \
+	U(early_infos_applied, NULL) \
+	U(early_infos_expired, NULL) \
+	U(early_infos_evicted, NULL) \
+	U(early_infos_replaced, NULL) \
+	U(early_infos_live, NULL) \
+	U(bad_frames, NULL) \
+	U(ring_stalls, NULL) \
+	U(events, NULL) \
+	U(oldest_inflight_ns, NULL) \
+	U(staged_bytes, NULL) \
+	U(staged_chunks, NULL) \
+	U(stage_waits, NULL) \
+	U(stage_slots_busy, NULL) \
+	U(wrs_posted, NULL) \
+	U(doorbells, NULL) \
+	U(completions, NULL) \
+	U(poller_sleeps, NULL) \
+	U(early_infos_refused, NULL) \
+	U(connects, NULL) \
+	U(connect_backoffs, NULL) \
+	U(conns_live, NULL) \
+	U(conns_held, NULL) \
+	U(keepalives_sent, NULL) \
+	U(keepalives_acked, NULL) \
+	U(keepalives_late, NULL) \
+	U(calls_concurrent, NULL) \
+	U(auth_ok, "peers whose proof of rdma.auth_token held") \
+	C(auth_refused, KVF_AUTH_NUM, auth_name, "connections refused before they carried anything, per reason name") \
+	U(auth_dropped, "frames dropped unread from peers that had not proved themselves")
+
+#define STATS_DESC_U(f, doc) { #f, doc },
+#define STATS_DESC_C(f, n, fn, doc) { #f, doc },
 static PyStructSequence_Field stats_fields[] = {
-	{ "rooms", "live rooms per state name" },
-	{ "inflight", "sender rooms in TRANSFERRING" },
-	{ "unquiescent", "terminal rooms whose memory is still held" },
-	{ "created", "rooms ever created" },
-	{ "released", "rooms ever released" },
-	{ "failures", "failed rooms per reason name" },
-	{ "deadlines", "rooms failed per deadline name" },
-	{ "ignored", "events not applied, per reason name" },
-	{ "tombstones_created", NULL },
-	{ "tombstones_applied", NULL },
-	{ "tombstones_expired", NULL },
-	{ "tombstones_evicted", NULL },
-	{ "tombstones_live", NULL },
-	{ "early_infos_parked", NULL },
-	{ "early_infos_applied", NULL },
-	{ "early_infos_expired", NULL },
-	{ "early_infos_evicted", NULL },
-	{ "early_infos_replaced", NULL },
-	{ "early_infos_live", NULL },
-	{ "bad_frames", NULL },
-	{ "ring_stalls", NULL },
-	{ "events", NULL },
-	{ "oldest_inflight_ns", NULL },
-	{ "staged_bytes", NULL },
-	{ "staged_chunks", NULL },
-	{ "stage_waits", NULL },
-	{ "stage_slots_busy", NULL },
-	{ "wrs_posted", NULL },
-	{ "doorbells", NULL },
-	{ "completions", NULL },
-	{ "poller_sleeps", NULL },
-	{ "early_infos_refused", NULL },
-	{ "connects", NULL },
-	{ "connect_backoffs", NULL },
-	{ "conns_live", NULL },
-	{ "conns_held", NULL },
-	{ "keepalives_sent", NULL },
-	{ "keepalives_acked", NULL },
-	{ "keepalives_late", NULL },
-	{ "calls_concurrent", NULL },
-	{ "auth_ok", "peers whose proof of rdma.auth_token held" },
-	{ "auth_refused", "connections refused before they carried anything, per reason name" },
-	{ "auth_dropped", "frames dropped unread from peers that had not proved themselves" },
+	STATS_FIELDS(STATS_DESC_U, STATS_DESC_C)
 	{ NULL, NULL },
 };
+#define STATS_SIZE_U(f, doc) +sizeof(((struct kvf_stats *)0)->f)
+#define STATS_SIZE_C(f, n, fn, doc) +sizeof(((struct kvf_stats *)0)->f)
+_Static_assert(2 * sizeof(uint32_t) STATS_FIELDS(STATS_SIZE_U, STATS_SIZE_C) ==
+	       sizeof(struct kvf_stats), "struct kvf_stats has a field STATS_FIELDS lacks");
 static PyStructSequence_Desc stats_desc = {
 	"kvferry.Stats", "Counters and gauges of an engine (struct kvf_stats).", stats_fields,
 	(int)(sizeof(stats_fields) / sizeof(stats_fields[0])) - 1,
@@ -946,50 +960,10 @@ static PyObject *engine_stats(EngineObject *self, PyObject *unused)
 		}                                                   \
 		PyStructSequence_SET_ITEM(o, i++, x_);              \
 	} while (0)
-#define U64(f) SET(PyLong_FromUnsignedLongLong(st.f))
-	SET(named_counts(st.rooms, KVF_POLL_NUM, poll_name));
-	U64(inflight);
-	U64(unquiescent);
-	U64(created);
-	U64(released);
-	SET(named_counts(st.failures, KVF_FAIL_NUM, reason_name));
-	SET(named_counts(st.deadlines, KVF_DL_NUM, deadline_name));
-	SET(named_counts(st.ignored, KVF_IGN_NUM, ignore_name));
-	U64(tombstones_created);
-	U64(tombstones_applied);
-	U64(tombstones_expired);
-	U64(tombstones_evicted);
-	U64(tombstones_live);
-	U64(early_infos_parked);
-	U64(early_infos_applied);
-	U64(early_infos_expired);
-	U64(early_infos_evicted);
-	U64(early_infos_replaced);
-	U64(early_infos_live);
-	U64(bad_frames);
-	U64(ring_stalls);
-	U64(events);
-	U64(oldest_inflight_ns);
-	U64(staged_bytes);
-	U64(staged_chunks);
-	U64(stage_waits);
-	U64(stage_slots_busy);
-	U64(wrs_posted);
-	U64(doorbells);
-	U64(completions);
-	U64(poller_sleeps);
-	U64(early_infos_refused);
-	U64(connects);
-	U64(connect_backoffs);
-	U64(conns_live);
-	U64(conns_held);
-	U64(keepalives_sent);
-	U64(keepalives_acked);
-	U64(keepalives_late);
-	U64(calls_concurrent);
-	U64(auth_ok);
-	SET(named_counts(st.auth_refused, KVF_AUTH_NUM, auth_name));
-	U64(auth_dropped);
+#define U64(f) SET(PyLong_FromUnsignedLongLong(st.f)) /* also below: the room's stats */
+#define STATS_PUT_U(f, doc) U64(f);
+#define STATS_PUT_C(f, n, fn, doc) SET(named_counts(st.f, n, fn));
+	STATS_FIELDS(STATS_PUT_U, STATS_PUT_C)
 	return o;
 }
 
