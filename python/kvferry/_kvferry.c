@@ -1315,6 +1315,38 @@ static int region_id(PyObject *o, uint32_t *out)
 /* Receiver: one index list per region, {region: indices} or a sequence of
  * (region, indices) pairs, and up to KVF_USER_DATA_MAX bytes for the
  * sender (any bytes-like object). */
+static int receiver_only(RoomObject *self, const char *what)
+{
+	if (room_usable(self) < 0)
+		return -1;
+	if (self->role != KVF_RECEIVER) {
+		PyErr_Format(PyExc_TypeError, "%s() is for receiver rooms; room %#" PRIx64
+			     " is a sender", what, self->id);
+		return -1;
+	}
+	return 0;
+}
+
+/* List k of init_regions(): a (region, indices) pair. On success x holds
+ * the indices until idx_put(); on failure nothing is held. */
+static int list_get(PyObject *it, Py_ssize_t k, struct kvf_index_list *list, struct idx *x)
+{
+	if (!PyTuple_Check(it) || PyTuple_GET_SIZE(it) != 2) {
+		PyErr_Format(PyExc_TypeError, "init_regions: list %zd is not a (region, "
+			     "indices) pair", k);
+		return -1;
+	}
+	if (region_id(PyTuple_GET_ITEM(it, 0), &list->region) < 0)
+		return -1;
+	if (idx_get(PyTuple_GET_ITEM(it, 1), x) < 0) {
+		idx_put(x);
+		return -1;
+	}
+	list->n = x->n;
+	list->items = x->v;
+	return 0;
+}
+
 static PyObject *room_init_regions(RoomObject *self, PyObject *args, PyObject *kw)
 {
 	static char *kwlist[] = { "lists", "user_data", "part", NULL };
@@ -1334,13 +1366,8 @@ static PyObject *room_init_regions(RoomObject *self, PyObject *args, PyObject *k
 		if (PyErr_Occurred())
 			return NULL;
 	}
-	if (room_usable(self) < 0)
+	if (receiver_only(self, "init_regions") < 0)
 		return NULL;
-	if (self->role != KVF_RECEIVER) {
-		PyErr_Format(PyExc_TypeError, "init_regions() is for receiver rooms; room %#" PRIx64
-			     " is a sender", self->id);
-		return NULL;
-	}
 	items = PyDict_Check(lists_obj) ? PyDict_Items(lists_obj)
 					: PySequence_List(lists_obj);
 	if (!items)
@@ -1353,25 +1380,9 @@ static PyObject *room_init_regions(RoomObject *self, PyObject *args, PyObject *k
 	}
 	if (user_obj != Py_None && PyObject_GetBuffer(user_obj, &user, PyBUF_SIMPLE) < 0)
 		goto out;
-	for (; done < n; done++) {
-		PyObject *it = PyList_GET_ITEM(items, done), *r, *l;
-
-		if (!PyTuple_Check(it) || PyTuple_GET_SIZE(it) != 2) {
-			PyErr_Format(PyExc_TypeError, "init_regions: list %zd is not a (region, "
-				     "indices) pair", done);
+	for (; done < n; done++)
+		if (list_get(PyList_GET_ITEM(items, done), done, &lists[done], &x[done]) < 0)
 			goto out;
-		}
-		r = PyTuple_GET_ITEM(it, 0);
-		l = PyTuple_GET_ITEM(it, 1);
-		if (region_id(r, &lists[done].region) < 0)
-			goto out;
-		if (idx_get(l, &x[done]) < 0) {
-			idx_put(&x[done]);
-			goto out;
-		}
-		lists[done].n = x[done].n;
-		lists[done].items = x[done].v;
-	}
 	if (user.len > UINT32_MAX) {
 		PyErr_SetString(PyExc_ValueError, "user_data too long");
 		goto out;
@@ -1470,13 +1481,8 @@ static PyObject *room_init_dummy(RoomObject *self, PyObject *args, PyObject *kw)
 		return NULL;
 	if (part_obj != Py_None && ((part = PyLong_AsUnsignedLong(part_obj)), PyErr_Occurred()))
 		return NULL;
-	if (room_usable(self) < 0)
+	if (receiver_only(self, "init_dummy") < 0)
 		return NULL;
-	if (self->role != KVF_RECEIVER) {
-		PyErr_Format(PyExc_TypeError, "init_dummy() is for receiver rooms; room %#" PRIx64
-			     " is a sender", self->id);
-		return NULL;
-	}
 	if (user_obj != Py_None && PyObject_GetBuffer(user_obj, &user, PyBUF_SIMPLE) < 0)
 		return NULL;
 	if (part_obj == Py_None && !user.len)
@@ -1496,6 +1502,37 @@ static PyObject *room_init_dummy(RoomObject *self, PyObject *args, PyObject *kw)
 
 /* Sender: one chunk, a sequence of (region, dst_offset, src_indices) parts
  * (empty for a LAST chunk that carries nothing), last=True for the LAST. */
+/* Part k of send_chunk(): a (region, dst_offset, src_indices) tuple. On
+ * success x holds the indices until idx_put(); on failure nothing is held. */
+static int part_get(PyObject *it, Py_ssize_t k, struct kvf_chunk_part *part, struct idx *x)
+{
+	unsigned long off;
+
+	if (!PyTuple_Check(it) || PyTuple_GET_SIZE(it) != 3) {
+		PyErr_Format(PyExc_TypeError, "send_chunk: part %zd is not a (region, "
+			     "dst_offset, src_indices) tuple", k);
+		return -1;
+	}
+	if (region_id(PyTuple_GET_ITEM(it, 0), &part->region) < 0)
+		return -1;
+	off = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(it, 1));
+	if (off == (unsigned long)-1 && PyErr_Occurred())
+		return -1;
+	if (off > UINT32_MAX) {
+		PyErr_Format(PyExc_OverflowError, "send_chunk: part %zd: dst_offset out "
+			     "of range", k);
+		return -1;
+	}
+	part->dst_offset = (uint32_t)off;
+	if (idx_get(PyTuple_GET_ITEM(it, 2), x) < 0) {
+		idx_put(x);
+		return -1;
+	}
+	part->n = x->n;
+	part->src = x->v;
+	return 0;
+}
+
 static PyObject *room_send_chunk(RoomObject *self, PyObject *args, PyObject *kw)
 {
 	static char *kwlist[] = { "parts", "last", NULL };
@@ -1519,33 +1556,9 @@ static PyObject *room_send_chunk(RoomObject *self, PyObject *args, PyObject *kw)
 			     KVF_MAX_REGIONS);
 		goto out;
 	}
-	for (; done < n; done++) {
-		PyObject *it = PySequence_Fast_GET_ITEM(seq, done);
-		unsigned long off;
-
-		if (!PyTuple_Check(it) || PyTuple_GET_SIZE(it) != 3) {
-			PyErr_Format(PyExc_TypeError, "send_chunk: part %zd is not a (region, "
-				     "dst_offset, src_indices) tuple", done);
+	for (; done < n; done++)
+		if (part_get(PySequence_Fast_GET_ITEM(seq, done), done, &parts[done], &x[done]) < 0)
 			goto out;
-		}
-		if (region_id(PyTuple_GET_ITEM(it, 0), &parts[done].region) < 0)
-			goto out;
-		off = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(it, 1));
-		if (off == (unsigned long)-1 && PyErr_Occurred())
-			goto out;
-		if (off > UINT32_MAX) {
-			PyErr_Format(PyExc_OverflowError, "send_chunk: part %zd: dst_offset out "
-				     "of range", done);
-			goto out;
-		}
-		parts[done].dst_offset = (uint32_t)off;
-		if (idx_get(PyTuple_GET_ITEM(it, 2), &x[done]) < 0) {
-			idx_put(&x[done]);
-			goto out;
-		}
-		parts[done].n = x[done].n;
-		parts[done].src = x[done].v;
-	}
 	rc = kvf_sender_send_chunk(self->engine->eng, self->h, n ? parts : NULL, (uint32_t)n,
 				   last ? KVF_SEND_LAST : 0);
 	if (rc) {
