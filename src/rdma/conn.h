@@ -38,7 +38,7 @@
  *   ready      scheduler, kvf_qp_group_connect: the group (members, their
  *              ids) is whole --> poller, start_new_conns: starts them
  *   state      poller, kvf_conn_set_established: peer_frame_max and the QP
- *              in RTS were set before --> scheduler, conn_flush (ops.c):
+ *              in RTS were set before --> scheduler, conn_flush (ctrl.c):
  *              sends the frames and writes that waited
  *   peer_pool  poller, on_hello (poller.c): the layout filled in -->
  *              scheduler, op_post_writes (ops.c): builds WRs from it
@@ -178,7 +178,7 @@ struct kvf_conn {
 	bool hello_sent;
 	bool shapes_checked;           /* the peer's regions matched against ours */
 	uint64_t shapes_bad_ns;        /* when they were found to differ: torn down
-	                                  once our HELLO is out (ops.c), 0 none */
+	                                  once our HELLO is out (ctrl.c), 0 none */
 	char shapes_why[160];          /* which region, buffer and field */
 	struct kvf_geom_map *gmap[KVF_MAX_REGIONS]; /* by our region id: where its
 	                                  writes go (geom_map.c), made on first use */

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* One connection's control frames waiting for a send buffer and a credit,
- * as the scheduler thread keeps them: HELLO aside (sent first, by ops.c),
+ * as the scheduler thread keeps them: HELLO aside (sent first, by ctrl.c),
  * ROOM_INFO sequences, ABORT, ABORT_ACK. Heartbeats never wait here: the
  * poller posts them on the QP itself (keepalive.h), so no backlog of
  * frames, and no scheduler away from kvf_progress(), can hold one back.
  *
  * A bound on what a peer can make us hold: at most `max` frames wait. Every
  * frame waiting is owed for a room or an early entry of ours, so more than
- * the caller's bound (ops.c: twice the room table plus the early table) can
+ * the caller's bound (conn.c: twice the room table plus the early table) can
  * only be a peer that stopped draining its receive queue while making us
  * reply: the push is refused and the caller tears the connection down with
  * that reason.

@@ -469,7 +469,7 @@ static void check_conn(struct kvf_rdma *t, struct kvf_conn *c, uint64_t now)
 
 	if (req && st < KVF_CONN_DEAD) {
 		/* The seq_cst load of teardown_req above orders the why after
-		 * the scheduler's write of it (request_teardown, ops.c). */
+		 * the scheduler's write of it (kvf_ctrl_teardown, ctrl.c). */
 		kvf_conn_teardown(c, (uint16_t)req,
 				  c->teardown_why[0] ? c->teardown_why : "torn down by the engine");
 	} else if (c->peer_left_ns && st < KVF_CONN_DEAD) {
