@@ -107,6 +107,25 @@ show() {
 fgt() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 > b + 0) }'; }
 now() { "$DRIVER" --now; }
 
+# The sender rooms a driver listed in FILE after their peer was SIGKILLed at
+# TK: one that ended after TK must be SUCCESS, or FAILED peer_lost within
+# LIMIT seconds; none may be left live past BOOTSTRAPPING. Prints a line per
+# room that is not so (nothing: all as expected).
+rooms_after_kill() {
+	awk -v tk="$2" -v lim="$3" '
+		/^room / {
+			t = 0; r = ""
+			for (i = 1; i <= NF; i++) {
+				if ($i ~ /^t=/) t = substr($i, 3) + 0
+				if ($i ~ /^reason=/) r = substr($i, 8)
+			}
+			if ($0 ~ / STUCK /) { if ($0 !~ /state=BOOTSTRAPPING/) print "still live: " $0; next }
+			if (t < tk || $4 == "SUCCESS") next
+			if (r != "peer_lost") { print "other failure: " $0; next }
+			if (t - tk > lim) print "late (" t - tk " s): " $0
+		}' "$1"
+}
+
 # known_bugs LOG... : name a fixed kvferry bug whose signature is back in a
 # log, so a failure caused by its return says so (printed before FAIL)
 known_bugs() {

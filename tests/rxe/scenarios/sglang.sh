@@ -60,18 +60,7 @@ if [ "$mode" = kill ]; then
 	grep '^driver:' "$W/prefill.out"
 	[ "$prc" = 0 ] || { show "$W/prefill.out" "$W/prefill.log"; fail "prefill driver exit $prc"; }
 	limit=$(awk -v a=$HB_MS -v b=$HB_MISSES 'BEGIN { print a * b / 1000 + 3 }')
-	bad=$(awk -v tk="$tk" -v lim="$limit" '
-		/^room / {
-			t = 0; r = ""
-			for (i = 1; i <= NF; i++) {
-				if ($i ~ /^t=/) t = substr($i, 3) + 0
-				if ($i ~ /^reason=/) r = substr($i, 8)
-			}
-			if ($0 ~ / STUCK /) { if ($0 !~ /state=BOOTSTRAPPING/) print "still live: " $0; next }
-			if (t < tk || $4 == "SUCCESS") next
-			if (r != "peer_lost") { print "other failure: " $0; next }
-			if (t - tk > lim) print "late (" t - tk " s): " $0
-		}' "$W/prefill.out")
+	bad=$(rooms_after_kill "$W/prefill.out" "$tk" "$limit")
 	mid=$(grep 'reason=peer_lost' "$W/prefill.out" | grep -cE 'from=(TRANSFERRING|WAITING_FOR_INPUT)')
 	[ -z "$bad" ] || { echo "$bad" | head -n 20; fail "$(wc -l <<< "$bad") prefill rooms not as expected"; }
 	[ "$mid" -ge 1 ] || fail "no prefill room was mid-transfer when the decode died"

@@ -90,18 +90,7 @@ kill_decode() {
 	note "$tag: SIGKILL to the decode at t=$tk, chunks staged or waiting for slots"
 	both_end "$tag"
 	limit=$(awk -v a=$HB_MS -v b=$HB_MISSES 'BEGIN { print a * b / 1000 + 3 }')
-	bad=$(awk -v tk="$tk" -v lim="$limit" '
-		/^room / {
-			t = 0; r = ""
-			for (i = 1; i <= NF; i++) {
-				if ($i ~ /^t=/) t = substr($i, 3) + 0
-				if ($i ~ /^reason=/) r = substr($i, 8)
-			}
-			if ($0 ~ / STUCK /) { if ($0 !~ /state=BOOTSTRAPPING/) print "still live: " $0; next }
-			if (t < tk || $4 == "SUCCESS") next
-			if (r != "peer_lost") { print "other failure: " $0; next }
-			if (t - tk > lim) print "late (" t - tk " s): " $0
-		}' "$W/$tag.prefill.out")
+	bad=$(rooms_after_kill "$W/$tag.prefill.out" "$tk" "$limit")
 	[ -z "$bad" ] || { echo "$bad" | head -n 20; fail "$(wc -l <<< "$bad") prefill rooms not as expected"; }
 	grep -q 'reason=peer_lost' "$W/$tag.prefill.out"
 }
