@@ -1262,20 +1262,32 @@ static int room_usable(RoomObject *r)
 	return engine_usable(r->engine);
 }
 
+/* what() is a call of one role's rooms: TypeError naming both otherwise. */
+static int role_only(RoomObject *self, int role, const char *what)
+{
+	const char *name[] = { [KVF_SENDER] = "sender", [KVF_RECEIVER] = "receiver" };
+
+	if (room_usable(self) < 0)
+		return -1;
+	if (self->role != role) {
+		char id[24]; /* PyErr_Format knows no PRIx64 */
+
+		snprintf(id, sizeof(id), "%#" PRIx64, self->id);
+		PyErr_Format(PyExc_TypeError, "%s() is for %s rooms; room %s is a %s", what,
+			     name[role], id, name[self->role]);
+		return -1;
+	}
+	return 0;
+}
+
 static PyObject *room_blocks_call(RoomObject *self, PyObject *arg, int role, const char *what,
 				  int (*fn)(kvf_engine *, kvf_room, const uint32_t *, uint32_t))
 {
 	struct idx x;
 	int rc;
 
-	if (room_usable(self) < 0)
+	if (role_only(self, role, what) < 0)
 		return NULL;
-	if (self->role != role) {
-		PyErr_Format(PyExc_TypeError, "%s() is for %s rooms; room %#" PRIx64 " is a %s",
-			     what, role == KVF_SENDER ? "sender" : "receiver", self->id,
-			     self->role == KVF_SENDER ? "sender" : "receiver");
-		return NULL;
-	}
 	if (idx_get(arg, &x) < 0) {
 		idx_put(&x);
 		return NULL;
@@ -1315,18 +1327,6 @@ static int region_id(PyObject *o, uint32_t *out)
 /* Receiver: one index list per region, {region: indices} or a sequence of
  * (region, indices) pairs, and up to KVF_USER_DATA_MAX bytes for the
  * sender (any bytes-like object). */
-static int receiver_only(RoomObject *self, const char *what)
-{
-	if (room_usable(self) < 0)
-		return -1;
-	if (self->role != KVF_RECEIVER) {
-		PyErr_Format(PyExc_TypeError, "%s() is for receiver rooms; room %#" PRIx64
-			     " is a sender", what, self->id);
-		return -1;
-	}
-	return 0;
-}
-
 /* List k of init_regions(): a (region, indices) pair. On success x holds
  * the indices until idx_put(); on failure nothing is held. */
 static int list_get(PyObject *it, Py_ssize_t k, struct kvf_index_list *list, struct idx *x)
@@ -1366,7 +1366,7 @@ static PyObject *room_init_regions(RoomObject *self, PyObject *args, PyObject *k
 		if (PyErr_Occurred())
 			return NULL;
 	}
-	if (receiver_only(self, "init_regions") < 0)
+	if (role_only(self, KVF_RECEIVER, "init_regions") < 0)
 		return NULL;
 	items = PyDict_Check(lists_obj) ? PyDict_Items(lists_obj)
 					: PySequence_List(lists_obj);
@@ -1406,18 +1406,6 @@ out:
 	return ret;
 }
 
-static int sender_only(RoomObject *self, const char *what)
-{
-	if (room_usable(self) < 0)
-		return -1;
-	if (self->role != KVF_SENDER) {
-		PyErr_Format(PyExc_TypeError, "%s() is for sender rooms; room %#" PRIx64
-			     " is a receiver", what, self->id);
-		return -1;
-	}
-	return 0;
-}
-
 static PyObject *room_peer_count(RoomObject *self, PyObject *args, PyObject *kw)
 {
 	static char *kwlist[] = { "region", "k", NULL };
@@ -1428,7 +1416,7 @@ static PyObject *room_peer_count(RoomObject *self, PyObject *args, PyObject *kw)
 
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|I:peer_count", kwlist, &reg, &k))
 		return NULL;
-	if (sender_only(self, "peer_count") < 0 || region_id(reg, &region) < 0)
+	if (role_only(self, KVF_SENDER, "peer_count") < 0 || region_id(reg, &region) < 0)
 		return NULL;
 	rc = kvf_sender_peer_count_k(self->engine->eng, self->h, k, region, &count);
 	if (rc)
@@ -1446,7 +1434,7 @@ static PyObject *room_user_data(RoomObject *self, PyObject *args, PyObject *kw)
 
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "|I:user_data", kwlist, &k))
 		return NULL;
-	if (sender_only(self, "user_data") < 0)
+	if (role_only(self, KVF_SENDER, "user_data") < 0)
 		return NULL;
 	rc = kvf_sender_user_data_k(self->engine->eng, self->h, k, buf, sizeof(buf), &len);
 	if (rc)
@@ -1459,7 +1447,7 @@ static PyObject *room_receivers(RoomObject *self, PyObject *unused)
 	uint32_t n = 0, dummies = 0;
 	int rc;
 
-	if (sender_only(self, "receivers") < 0)
+	if (role_only(self, KVF_SENDER, "receivers") < 0)
 		return NULL;
 	rc = kvf_sender_receivers(self->engine->eng, self->h, &n, &dummies);
 	if (rc)
@@ -1481,7 +1469,7 @@ static PyObject *room_init_dummy(RoomObject *self, PyObject *args, PyObject *kw)
 		return NULL;
 	if (part_obj != Py_None && ((part = PyLong_AsUnsignedLong(part_obj)), PyErr_Occurred()))
 		return NULL;
-	if (receiver_only(self, "init_dummy") < 0)
+	if (role_only(self, KVF_RECEIVER, "init_dummy") < 0)
 		return NULL;
 	if (user_obj != Py_None && PyObject_GetBuffer(user_obj, &user, PyBUF_SIMPLE) < 0)
 		return NULL;
@@ -1544,7 +1532,7 @@ static PyObject *room_send_chunk(RoomObject *self, PyObject *args, PyObject *kw)
 
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|p:send_chunk", kwlist, &parts_obj, &last))
 		return NULL;
-	if (sender_only(self, "send_chunk") < 0)
+	if (role_only(self, KVF_SENDER, "send_chunk") < 0)
 		return NULL;
 	seq = PySequence_Fast(parts_obj, "send_chunk: parts is a sequence of "
 				    "(region, dst_offset, src_indices)");

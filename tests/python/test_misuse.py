@@ -72,3 +72,20 @@ def test_ten_thousand_engines_opened_and_closed_fds_and_memory_flat(quiet_logger
             e.sender(i).abort()
     assert _fds() == fds, "file descriptors left open"
     assert _rss_kib() - rss < 4 * 1024, "RSS grew over 10,000 engines"
+
+
+def test_wrong_role_names_the_call_the_room_and_both_roles():
+    e = kvferry.Engine()
+    try:
+        e.register_pool([np.zeros(1024, dtype=np.uint8)], 64, 16)
+        s, r = e.sender(0x1A), e.receiver(0x2B, "10.0.0.1:1")
+        with pytest.raises(TypeError, match=r"^init_regions\(\) is for receiver rooms; "
+                                            r"room 0x1a is a sender$"):
+            s.init_regions({"kv": [0]})
+        with pytest.raises(TypeError, match=r"^send_chunk\(\) is for sender rooms; "
+                                            r"room 0x2b is a receiver$"):
+            r.send_chunk([])
+        s.abort()
+        r.abort()
+    finally:
+        e.close()
