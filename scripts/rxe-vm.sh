@@ -2,7 +2,7 @@
 # Run a command inside a throwaway qemu guest that has soft-RoCE (rdma_rxe)
 # devices ready, for hosts whose kernel has no RDMA.
 #
-#   scripts/rxe-vm.sh [--devices 1|2] [--timeout S] [--rw] [--share DIR]... -- CMD [ARG]...
+#   scripts/rxe-vm.sh [--devices 1|2|4] [--timeout S] [--rw] [--share DIR]... -- CMD [ARG]...
 #
 # The guest is the host's own Debian kernel (/boot/vmlinuz-*), root on tmpfs,
 # with the host's /usr and /etc shared read-only over virtio-9p, so it runs the
@@ -14,8 +14,13 @@
 # rxe setup in the guest:
 #   --devices 1 (default): rxe0 on a dummy netdev kvf0, 10.77.0.1/24
 #   --devices 2: rxe0/rxe1 on a veth pair kvf0/kvf1, 10.77.0.1 and 10.77.0.2
+#   --devices 4: two rails, each a veth pair: rail 0 is kvf0<->kvf1 (rxe0, the
+#     prefill side, 10.77.0.1; rxe1, the decode side, 10.77.0.2), rail 1 is
+#     kvf2<->kvf3 (rxe2 prefill, 10.77.0.3; rxe3 decode, 10.77.0.4); all in
+#     10.77.0.0/24, permanent neighbour entries only within each pair
 # CMD gets: KVF_IN_VM=1 KVF_RXE_NDEV KVF_RXE_DEV0 KVF_RXE_ADDR0 KVF_RXE_NETDEV0
-# KVF_RXE_GID0 (RoCE v2 GID index) [and ...1 with --devices 2], memlock unlimited.
+# KVF_RXE_GID0 (RoCE v2 GID index) [and ...1 with --devices 2, ...1 to ...3
+# with --devices 4], memlock unlimited.
 #
 # Exit status: CMD's. A guest that crashes, hangs past --timeout, or fails to
 # set up rxe exits nonzero with a message saying which.
@@ -51,7 +56,7 @@ while [ $# -gt 0 ]; do
 	esac
 done
 [ $# -gt 0 ] || { kvf_log "no command given"; usage; }
-case $devices in 1|2) ;; *) kvf_die "--devices must be 1 or 2" ;; esac
+case $devices in 1|2|4) ;; *) kvf_die "--devices must be 1, 2 or 4" ;; esac
 case $timeout_s in ''|*[!0-9]*) kvf_die "--timeout must be whole seconds" ;; esac
 
 kvf_need_pkgs "${KVF_PKGS_VM[@]}" "${KVF_PKGS_RDMA[@]}"
@@ -231,23 +236,32 @@ if [ "$DEVICES" = 1 ]; then
 	t ip link set kvf0 up
 	t rdma link add rxe0 type rxe netdev kvf0
 else
-	t ip link add kvf0 type veth peer name kvf1
+	# veth pairs kvf0/kvf1 (and kvf2/kvf3 with 4); kvfN has 10.77.0.(N+1)
+	for ((p = 0; p < DEVICES; p += 2)); do
+		t ip link add kvf$p type veth peer name kvf$((p + 1))
+	done
 	for n in all default; do
 		sysctl_set net/ipv4/conf/$n/rp_filter 0
 		sysctl_set net/ipv4/conf/$n/accept_local 1
 	done
-	for n in kvf0 kvf1; do
-		sysctl_set net/ipv4/conf/$n/rp_filter 0
-		sysctl_set net/ipv4/conf/$n/accept_local 1
+	for ((i = 0; i < DEVICES; i++)); do
+		sysctl_set net/ipv4/conf/kvf$i/rp_filter 0
+		sysctl_set net/ipv4/conf/kvf$i/accept_local 1
 	done
-	t ip addr add 10.77.0.1/24 dev kvf0
-	t ip addr add 10.77.0.2/24 dev kvf1
-	t ip link set kvf0 up
-	t ip link set kvf1 up
-	t ip neigh replace 10.77.0.2 lladdr "$(mac kvf1)" dev kvf0 nud permanent
-	t ip neigh replace 10.77.0.1 lladdr "$(mac kvf0)" dev kvf1 nud permanent
-	t rdma link add rxe0 type rxe netdev kvf0
-	t rdma link add rxe1 type rxe netdev kvf1
+	for ((i = 0; i < DEVICES; i++)); do
+		t ip addr add 10.77.0.$((i + 1))/24 dev kvf$i
+	done
+	for ((i = 0; i < DEVICES; i++)); do
+		t ip link set kvf$i up
+	done
+	for ((p = 0; p < DEVICES; p += 2)); do
+		q=$((p + 1))
+		t ip neigh replace 10.77.0.$((q + 1)) lladdr "$(mac kvf$q)" dev kvf$p nud permanent
+		t ip neigh replace 10.77.0.$((p + 1)) lladdr "$(mac kvf$p)" dev kvf$q nud permanent
+	done
+	for ((i = 0; i < DEVICES; i++)); do
+		t rdma link add rxe$i type rxe netdev kvf$i
+	done
 fi
 gid_of() { # dev ip -> index of its ::ffff:ip RoCE v2 GID (read builtin: no forks)
 	local d=/sys/class/infiniband/$1/ports/1 want g t i n

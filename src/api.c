@@ -116,6 +116,13 @@ void kvf_api_apply_early(kvf_engine *eng, struct kvf_slot *r, uint32_t conn)
 	}
 }
 
+void kvf_api_apply_early_peer(kvf_engine *eng, struct kvf_slot *r, uint16_t idx)
+{
+	for (uint32_t k = 0; k < KVF_MAX_RAILS; k++)
+		if (eng->peer_conns[idx * KVF_MAX_RAILS + k])
+			kvf_api_apply_early(eng, r, eng->peer_conns[idx * KVF_MAX_RAILS + k]);
+}
+
 int kvf_sender_create(kvf_engine *eng, uint64_t room_id, kvf_room *out)
 {
 	struct kvf_slot *r;
@@ -162,11 +169,11 @@ int kvf_api_peer_intern(kvf_engine *eng, const char *peer, uint16_t *idx)
 	if (!grown)
 		return -ENOMEM;
 	eng->peers = grown;
-	conns = realloc(eng->peer_conns, (eng->npeers + 1) * sizeof(*conns));
+	conns = realloc(eng->peer_conns, (eng->npeers + 1) * KVF_MAX_RAILS * sizeof(*conns));
 	if (!conns)
 		return -ENOMEM;
 	eng->peer_conns = conns;
-	conns[eng->npeers] = 0;
+	memset(&conns[eng->npeers * KVF_MAX_RAILS], 0, KVF_MAX_RAILS * sizeof(*conns));
 	eng->peers[eng->npeers] = strdup(peer);
 	if (!eng->peers[eng->npeers])
 		return -ENOMEM;
@@ -196,8 +203,7 @@ int kvf_receiver_create(kvf_engine *eng, uint64_t room_id, const char *peer, kvf
 	if (rc)
 		return rc;
 	r->peer = idx;
-	if (eng->peer_conns[idx])
-		kvf_api_apply_early(eng, r, eng->peer_conns[idx]);
+	kvf_api_apply_early_peer(eng, r, idx);
 	*out = kvf_room_handle(eng, r);
 	return 0;
 }
@@ -278,7 +284,7 @@ static int info_to(kvf_engine *eng, struct kvf_slot *r, const struct kvf_index_l
 	struct kvf_info_out out = { .room_id = r->id, .recv_handle = kvf_room_handle(eng, r).v,
 				    .lists = lists, .nlists = nlists, .user = user,
 				    .user_len = user_len, .why = why, .whylen = sizeof(why) };
-	uint32_t conn = 0;
+	uint32_t conn = 0, *last;
 	int rc;
 
 	hold_regions(eng, r, mask);
@@ -307,9 +313,10 @@ static int info_to(kvf_engine *eng, struct kvf_slot *r, const struct kvf_index_l
 	}
 	/* Connection ids are never reused: another id for the same peer is
 	 * a new connection after the last one was lost. */
-	if (eng->peer_conns[r->peer] && eng->peer_conns[r->peer] != conn)
+	last = &eng->peer_conns[r->peer * KVF_MAX_RAILS + kvf_conn_rail(conn) % KVF_MAX_RAILS];
+	if (*last && *last != conn)
 		eng->oc.reconnects++;
-	eng->peer_conns[r->peer] = conn;
+	*last = conn;
 	kvf_room_info_sent(eng, r, conn, (uint32_t)nitems, bytes);
 	kvf_api_apply_early(eng, r, conn); /* a tombstone its connection left before it was bound */
 	return 0;

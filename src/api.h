@@ -44,6 +44,9 @@ static inline int kvf_api_state(kvf_engine *eng, struct kvf_slot *r)
  * a room just created or just bound: only an entry that conn left (0: any,
  * for a sender not bound yet). */
 void kvf_api_apply_early(kvf_engine *eng, struct kvf_slot *r, uint32_t conn);
+/* The same from the connection of every rail to peer idx: a receiver room
+ * is created before it is bound to one. */
+void kvf_api_apply_early_peer(kvf_engine *eng, struct kvf_slot *r, uint16_t idx);
 
 /* "host:port" with a numeric port in [1, 65535]. */
 bool kvf_api_peer_valid(const char *peer);

@@ -86,8 +86,7 @@ int kvf_receiver_create_fanin(kvf_engine *eng, uint64_t room_id, const char *con
 	kvf_fan_attach(eng, fan, r, idx);
 	/* a tombstone applies to the slot of the connection that left it */
 	for (uint32_t k = 0; k < m; k++)
-		if (eng->peer_conns[idx[k]])
-			kvf_api_apply_early(eng, kvf_fan_at(eng, fan, k), eng->peer_conns[idx[k]]);
+		kvf_api_apply_early_peer(eng, kvf_fan_at(eng, fan, k), idx[k]);
 	*out = kvf_room_handle(eng, r);
 	return 0;
 }

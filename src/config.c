@@ -157,14 +157,37 @@ static int fail_too_long(struct loader *ld, const char *file, unsigned line,
 		       "(longer than %d)", k->name, want, n, KVF_CFG_STR - 1);
 }
 
+/* A list or array of strings, as one "a,b,c" (KF_LIST keys), into buf;
+ * NULL when an element is not a string or it does not fit. */
+static const char *join_list(const config_setting_t *s, char *buf, size_t len)
+{
+	size_t at = 0;
+
+	buf[0] = '\0';
+	for (int i = 0; i < config_setting_length(s); i++) {
+		const char *e = config_setting_get_string_elem(s, i);
+		int w = e ? snprintf(buf + at, len - at, "%s%s", i ? "," : "", e) : -1;
+
+		if (w < 0 || (size_t)w >= len - at)
+			return NULL;
+		at += (size_t)w;
+	}
+	return buf;
+}
+
 static int parse_str(struct loader *ld, const config_setting_t *s,
 		     const struct kvf_key *k)
 {
-	const char *v;
+	char joined[4 * KVF_CFG_STR];
+	const char *v = NULL;
+	int type = config_setting_type(s);
 
-	if (config_setting_type(s) != CONFIG_TYPE_STRING)
+	if (type == CONFIG_TYPE_STRING)
+		v = config_setting_get_string(s);
+	else if (k->form == KF_LIST && (type == CONFIG_TYPE_LIST || type == CONFIG_TYPE_ARRAY))
+		v = join_list(s, joined, sizeof(joined));
+	if (!v)
 		return fail_expected(ld, s, k);
-	v = config_setting_get_string(s);
 	if (strlen(v) > (size_t)k->max)
 		return fail_too_long(ld, src_file(ld, s),
 				     (unsigned)config_setting_source_line(s), k, strlen(v));

@@ -52,6 +52,10 @@ struct kvf_config {
 	/* rdma (the transport; absent section = no transport) */
 	bool rdma_enabled;                    /* true when the rdma group exists */
 	char device[KVF_CFG_STR];             /* rdma.device, "" = first ACTIVE port */
+	char devices[KVF_CFG_STR];            /* rdma.devices: "dev,dev" (a libconfig
+	                                         list is joined so), "" = rdma.device */
+	char near_gpu[KVF_CFG_STR];           /* rdma.near_gpu: PCI bus id or CUDA
+	                                         ordinal, "" = no topology choice */
 	uint32_t port_num;                    /* rdma.port_num */
 	int32_t gid_index;                    /* rdma.gid_index, -1 = auto (RoCE v2 of addr) */
 	char listen_addr[KVF_CFG_STR];        /* rdma.listen_addr, "" = do not listen */

@@ -136,6 +136,14 @@ static const struct kvf_key keys[] = {
 	/* verbs device name, "" = first device with an ACTIVE port */
 	{ .name = "rdma.device", STR_FIELD(device), .side = SIDE_BOTH,
 	  .phase = PH_CONN, .def_s = "" },
+	/* several verbs devices, one rail each (a list, or "a,b"); "" = the
+	 * one of rdma.device */
+	{ .name = "rdma.devices", STR_FIELD(devices), .form = KF_LIST, .side = SIDE_BOTH,
+	  .phase = PH_CONN, .def_s = "" },
+	/* the GPU (PCI bus id, or CUDA ordinal) whose nearest devices, of
+	 * rdma.devices or of all, become the rails; "" = no choice */
+	{ .name = "rdma.near_gpu", STR_FIELD(near_gpu), .side = SIDE_BOTH,
+	  .phase = PH_CONN, .def_s = "" },
 	/* device port (verbs port_num is 8-bit, from 1) */
 	{ .name = "rdma.port_num", U32_FIELD(port_num), .side = SIDE_BOTH,
 	  .phase = PH_CONN, .def = 1, .min = 1, .max = 255 },
@@ -321,6 +329,8 @@ void kvf_cfg_expected(const struct kvf_key *k, char *buf, size_t len)
 			snprintf(buf, len, "\"\" or an IP address or host name");
 		else if (k->form == KF_HOSTPORT)
 			snprintf(buf, len, "\"\" or \"host:port\" with port in [1, 65535]");
+		else if (k->form == KF_LIST)
+			snprintf(buf, len, "\"\", a list of up to 8 names or \"a,b\" (no blanks)");
 		else
 			snprintf(buf, len, "a %sstring of at most %d bytes",
 				 k->min > 0 ? "non-empty " : "", KVF_CFG_STR - 1);
@@ -389,6 +399,21 @@ static bool is_port(const char *s)
 }
 
 /* "host:port" or "[v6]:port"; a bare IPv6 address is ambiguous, refused. */
+/* "a,b,c": no empty entry, no blank, no more than 8 (the rails). */
+static bool is_list(const char *s)
+{
+	unsigned n = 1;
+
+	if (*s == ',' || s[strlen(s) - 1] == ',' || strstr(s, ",,"))
+		return false;
+	for (; *s; s++) {
+		if (*s == ' ' || *s == '\t')
+			return false;
+		n += *s == ',';
+	}
+	return n <= 8;
+}
+
 static bool is_hostport(const char *s)
 {
 	const char *colon;
@@ -436,6 +461,8 @@ bool kvf_cfg_str_ok(const struct kvf_key *k, const char *v)
 		return is_host(v, n);
 	if (k->form == KF_HOSTPORT)
 		return is_hostport(v);
+	if (k->form == KF_LIST)
+		return is_list(v);
 	return true;
 }
 

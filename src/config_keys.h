@@ -27,6 +27,8 @@ enum key_form {
 	KF_MTU,      /* integer: 0 or an IB MTU in bytes */
 	KF_HOST,     /* string: "" or an IP address or host name */
 	KF_HOSTPORT, /* string: "" or host:port */
+	KF_LIST,     /* string: "" or "a,b,c" without blanks; in a file also a
+	                list or array of strings, joined with commas */
 };
 
 enum key_side { SIDE_PREFILL, SIDE_DECODE, SIDE_BOTH };
@@ -45,7 +47,7 @@ struct kvf_key {
 
 /* Rows in the table (config_keys.c asserts it at compile time): the
  * loader keeps one slot per key. */
-#define KVF_CFG_NKEYS 47
+#define KVF_CFG_NKEYS 49
 
 extern const struct kvf_key *const kvf_cfg_keys;
 

@@ -25,6 +25,8 @@ static void load(void)
 	SYM(range_handle, "cuMemGetHandleForAddressRange");
 	SYM(host_register, "cuMemHostRegister_v2");
 	SYM(host_unregister, "cuMemHostUnregister");
+	SYM(device_get, "cuDeviceGet");
+	SYM(pci_bus_id, "cuDeviceGetPCIBusId");
 	cu.copies = SYM(stream_create, "cuStreamCreate") &&
 		    SYM(stream_destroy, "cuStreamDestroy_v2") &&
 		    SYM(event_create, "cuEventCreate") && SYM(event_record, "cuEventRecord") &&

@@ -32,6 +32,8 @@ struct kvf_cuda {
 	CUresult (*host_register)(void *, size_t, unsigned int);
 	CUresult (*host_unregister)(void *);
 	CUresult (*err_str)(CUresult, const char **);
+	CUresult (*device_get)(CUdevice *, int);          /* rdma.near_gpu by ordinal */
+	CUresult (*pci_bus_id)(char *, int, CUdevice);
 	bool copies; /* the stream, event and async-copy calls are all there */
 };
 

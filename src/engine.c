@@ -23,6 +23,7 @@
 #include "sized.h"
 #if HAVE_RDMA
 #include "rdma/fault.h"
+#include "rdma/rails.h"
 #include "rdma/rdma.h"
 #endif
 
@@ -77,10 +78,12 @@ static void free_tables(struct kvf_engine *eng)
 {
 	struct kvf_event ev;
 
-	if (eng->ring) {
-		while (kvf_ring_pop_batch(eng->ring, &ev, 1))
+	for (uint32_t k = 0; k <= eng->nxrings; k++) {
+		struct kvf_ring *ring = kvf_engine_rail_ring(eng, k);
+
+		while (ring && kvf_ring_pop_batch(ring, &ev, 1))
 			free(ev.data);
-		kvf_ring_destroy(eng->ring);
+		kvf_ring_destroy(ring);
 	}
 	if (eng->wake_fd >= 0)
 		close(eng->wake_fd);
@@ -155,14 +158,44 @@ static int metrics_open(struct kvf_engine *eng, char *err, size_t errlen)
 	return rc ? open_failed(err, errlen, "metrics endpoint", rc) : 0;
 }
 
-/* The transport, on the engine's ring. */
+#if HAVE_RDMA
+/* Several devices: a ring for each further rail, its poller the one
+ * producer of it. */
+static int open_rails(kvf_engine *eng, char (*devs)[KVF_CFG_STR], uint32_t n,
+		      const struct kvf_transport_ops **ops, void **t)
+{
+	struct kvf_ring *rings[KVF_MAX_RAILS] = {eng->ring};
+
+	for (uint32_t k = 1; k < n; k++) {
+		rings[k] = eng->xrings[k - 1] = kvf_ring_create(eng->cfg.ring_size);
+		if (!rings[k])
+			return -ENOMEM;
+		kvf_ring_set_wake_fd(rings[k], eng->wake_fd);
+		eng->nxrings = k;
+	}
+	return kvf_rails_create(&eng->cfg, devs, n, rings, ops, t);
+}
+#endif
+
+/* The transport: one device on the engine's ring, or rails. */
 static int open_transport(kvf_engine *eng, char *err, size_t errlen)
 {
 #if HAVE_RDMA
+	char devs[KVF_MAX_RAILS][KVF_CFG_STR];
 	const struct kvf_transport_ops *ops;
 	void *t;
-	int rc = kvf_rdma_create(&eng->cfg, eng->ring, &ops, &t);
+	int n = kvf_rails_pick(&eng->cfg, devs, kvf_rails_devices(&eng->cfg, devs));
+	int rc = n < 0 ? n : 0;
 
+	if (!rc && n > 1) {
+		rc = open_rails(eng, devs, (uint32_t)n, &ops, &t);
+	} else if (!rc) {
+		struct kvf_config one = eng->cfg; /* rdma.devices of one: rdma.device */
+
+		snprintf(one.device, sizeof(one.device), "%s", n ? devs[0] : "");
+		one.devices[0] = '\0';
+		rc = kvf_rdma_create(&one, eng->ring, &ops, &t);
+	}
 	if (rc)
 		return open_failed(err, errlen, "rdma transport", rc);
 	kvf_engine_set_transport(eng, ops, t);
@@ -218,11 +251,48 @@ int kvf_engine_listen_addr(const kvf_engine *eng, char *host, size_t hostlen, ui
 	if (!eng || (!host && hostlen))
 		return -EINVAL;
 #if HAVE_RDMA
-	return kvf_rdma_listen_addr(eng->ops, eng->t, host, hostlen, port);
+	return kvf_rails_listen_addr(eng->ops, eng->t, host, hostlen, port);
 #else
 	(void)port;
 	return -ENOTCONN;
 #endif
+}
+
+int kvf_engine_endpoint(const kvf_engine *eng, char *buf, size_t len)
+{
+	if (!eng || (!buf && len))
+		return -EINVAL;
+#if HAVE_RDMA
+	return eng->ops ? kvf_rails_endpoint(eng->ops, eng->t, buf, len) : -ENOTCONN;
+#else
+	return -ENOTCONN;
+#endif
+}
+
+int kvf_engine_rails(const kvf_engine *eng, struct kvf_rail_stats *out, uint32_t max)
+{
+	uint32_t stride = out ? out->size : 0; /* the caller's struct: its array's step */
+	int n = 0;
+
+	if (!eng || (!out && max))
+		return -EINVAL;
+	if (!eng->ops || !eng->ops->rail_stats)
+		return -ENOTCONN;
+	for (uint32_t i = 0; i < max || !n; i++) {
+		struct kvf_rail_stats rs;
+		void *to = (char *)out + (size_t)i * stride;
+		int rc = eng->ops->rail_stats(eng->t, i, &rs);
+
+		if (rc < 0)
+			return rc;
+		n = rc;
+		if (i < max && (memcpy(to, &stride, sizeof(stride)),
+				kvf_sized_copy(to, &rs, sizeof(rs), offsetof(struct kvf_rail_stats, rail) + 4)))
+			return -EINVAL;
+		if (i + 1 >= (uint32_t)n)
+			break;
+	}
+	return n;
 }
 
 void kvf_engine_close(kvf_engine *eng)
@@ -257,6 +327,11 @@ struct kvf_ring *kvf_engine_ring(kvf_engine *eng)
 	return eng->ring;
 }
 
+struct kvf_ring *kvf_engine_rail_ring(const kvf_engine *eng, uint32_t k)
+{
+	return !k ? eng->ring : k <= eng->nxrings ? eng->xrings[k - 1] : NULL;
+}
+
 int kvf_engine_set_clock(kvf_engine *eng, uint64_t (*fn)(void *arg), void *arg)
 {
 	if (!eng)
@@ -279,13 +354,18 @@ static int drain_ring(struct kvf_engine *eng)
 		return 0;
 	/* Bounded by the ring size: a poller that keeps producing cannot hold
 	 * the scheduler here forever. */
-	for (uint32_t budget = eng->cfg.ring_size; budget; budget -= k < budget ? k : budget) {
-		k = kvf_ring_pop_batch(eng->ring, eng->batch, eng->batch_cap);
-		for (uint32_t i = 0; i < k; i++)
-			kvf_room_apply(eng, &eng->batch[i]);
-		n += (int)k;
-		if (k < eng->batch_cap)
-			break;
+	for (uint32_t r = 0; r <= eng->nxrings; r++) {
+		struct kvf_ring *ring = kvf_engine_rail_ring(eng, r);
+
+		for (uint32_t budget = eng->cfg.ring_size; budget;
+		     budget -= k < budget ? k : budget) {
+			k = kvf_ring_pop_batch(ring, eng->batch, eng->batch_cap);
+			for (uint32_t i = 0; i < k; i++)
+				kvf_room_apply(eng, &eng->batch[i]);
+			n += (int)k;
+			if (k < eng->batch_cap)
+				break;
+		}
 	}
 	KVF_FAULT_RING_DRAINED(n, kvf_monotonic_ns());
 	return n;
@@ -392,7 +472,9 @@ int kvf_stats(const kvf_engine *eng, struct kvf_stats *out)
 		return -EINVAL;
 	st = eng->st;
 	st.size = sizeof(st);
-	st.ring_stalls = kvf_ring_stalls(eng->ring);
+	st.ring_stalls = 0;
+	for (uint32_t r = 0; r <= eng->nxrings; r++)
+		st.ring_stalls += kvf_ring_stalls(kvf_engine_rail_ring(eng, r));
 	st.tombstones_live = eng->early.ntomb;
 	st.early_infos_live = eng->early.ninfo;
 	st.calls_concurrent = atomic_load_explicit(&eng->calls_concurrent, memory_order_relaxed);

@@ -25,8 +25,10 @@ void kvf_engine_set_transport(kvf_engine *eng, const struct kvf_transport_ops *o
  * calls it). Returns true when the poller had woken it. */
 bool kvf_engine_wait_end(kvf_engine *eng);
 
-/* The ring the transport's poller thread produces into. */
+/* The ring the transport's poller thread produces into (rail 0's). */
 struct kvf_ring *kvf_engine_ring(kvf_engine *eng);
+/* Rail k's ring (0 is kvf_engine_ring's), NULL past the last rail. */
+struct kvf_ring *kvf_engine_rail_ring(const kvf_engine *eng, uint32_t k);
 
 
 #endif

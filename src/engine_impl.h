@@ -42,7 +42,9 @@ struct kvf_engine {
 	uint32_t inflight_tail;
 	struct kvf_conn_rooms by_conn; /* each connection's rooms */
 
-	struct kvf_ring *ring;
+	struct kvf_ring *ring;    /* rail 0's: the poller of a one-device engine */
+	struct kvf_ring *xrings[KVF_MAX_RAILS - 1]; /* rails 1.., each its poller's */
+	uint32_t nxrings;
 	int wake_fd;              /* eventfd the poller writes for a sleeping scheduler (wait.c) */
 	bool wait_armed;          /* kvf_engine_wait_prepare announced a sleep; progress ends it */
 	struct kvf_event *batch;
@@ -58,7 +60,8 @@ struct kvf_engine {
 	struct kvf_metrics *metrics; /* NULL: no snapshots (metrics.listen_port 0) */
 
 	char **peers;             /* interned "host:port" strings */
-	uint32_t *peer_conns;     /* per peer: the connection its last ROOM_INFO went on */
+	uint32_t *peer_conns;     /* per peer and rail (peer * KVF_MAX_RAILS + rail): the
+	                             connection its last ROOM_INFO on that rail went on */
 	uint32_t npeers;
 
 	uint64_t next_summary_ns;

@@ -81,6 +81,13 @@ const char *kvf_fail_reason_str(enum kvf_fail_reason r)
 	return (unsigned)r < KVF_FAIL_NUM ? fail_names[r] : "?";
 }
 
+const char *kvf_rail_state_str(int state)
+{
+	static const char *const names[] = {"up", "port_down", "device_dead"};
+
+	return state >= 0 && state < 3 ? names[state] : "?";
+}
+
 const char *kvf_deadline_str(enum kvf_deadline d)
 {
 	return (unsigned)d < KVF_DL_NUM ? deadline_names[d] : "?";

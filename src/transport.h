@@ -52,6 +52,15 @@ struct kvf_xfer_part {
 	const uint32_t *dst;
 };
 
+/* Rails: an engine drives up to KVF_MAX_RAILS RDMA devices (rdma.devices),
+ * each with its own transport, poller thread and ring (src/rdma/rails.c).
+ * A connection id carries its rail in its top bits, so the engine and the
+ * rails transport route every op and event by the id alone; rail 0's ids
+ * are the plain ones of a one-device engine. */
+#define KVF_MAX_RAILS 8u
+#define KVF_CONN_RAIL_SHIFT 28u
+static inline uint32_t kvf_conn_rail(uint32_t conn) { return conn >> KVF_CONN_RAIL_SHIFT; }
+
 /* wr_id of every work request: kind:8 | gen:32 | slot:24. */
 enum kvf_wr_kind {
 	KVF_WR_DATA = 1,  /* a room's RDMA WRITE (slot/gen = sender room) */
@@ -166,6 +175,11 @@ struct kvf_transport_ops {
 	/* Copy the transport's counters (scheduler thread). Optional.
 	 * Returns 0 or -errno. */
 	int (*stats)(void *t, struct kvf_transport_stats *out);
+
+	/* Rail i's device, address and counters (struct kvf_rail_stats,
+	 * scheduler thread). Returns the number of rails (>= 1), or -errno;
+	 * -ERANGE when i is not a rail. Optional. */
+	int (*rail_stats)(void *t, uint32_t i, struct kvf_rail_stats *out);
 
 	/* Stop the poller thread and free everything. */
 	void (*close)(void *t);

@@ -55,16 +55,27 @@ static uint64_t work_bound_ns(struct kvf_engine *eng, uint64_t cap)
 /* Announce the sleep. false: work is there already (nothing armed). */
 static bool arm(struct kvf_engine *eng)
 {
-	if (!kvf_ring_wait_arm(eng->ring))
-		return false;
+	/* Every rail's ring, or none: one that has work already undoes the
+	 * others (their producers then write the fd at most once, spuriously). */
+	for (uint32_t k = 0; k <= eng->nxrings; k++) {
+		if (!kvf_ring_wait_arm(kvf_engine_rail_ring(eng, k))) {
+			while (k-- > 0)
+				kvf_ring_wait_disarm(kvf_engine_rail_ring(eng, k));
+			return false;
+		}
+	}
 	eng->wait_armed = true;
 	return true;
 }
 
 bool kvf_engine_wait_end(struct kvf_engine *eng)
 {
+	bool taken = false;
+
 	eng->wait_armed = false;
-	return kvf_ring_wait_disarm(eng->ring);
+	for (uint32_t k = 0; k <= eng->nxrings; k++)
+		taken |= kvf_ring_wait_disarm(kvf_engine_rail_ring(eng, k));
+	return taken;
 }
 
 int kvf_engine_fd(const kvf_engine *eng)

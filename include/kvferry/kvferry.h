@@ -843,7 +843,7 @@ KVF_API const char *kvf_deadline_key(enum kvf_deadline d);
  * that it applies the operator's figure. Returns 0 or -EINVAL.
  */
 KVF_API int kvf_engine_deadline_s(kvf_engine *eng, enum kvf_deadline d, uint32_t *s);
-
+#include <kvferry/rails.h> /* several devices per engine, inside extern "C" */
 #ifdef __cplusplus
 }
 #endif

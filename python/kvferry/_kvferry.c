@@ -31,55 +31,12 @@
 #include <kvferry/kvferry.h>
 
 #include "geometry.h"
+#include "logsink.h"
+#include "rails.h"
 
 static PyObject *KVFerryError;     /* OSError subclass */
 static PyObject *WrongThreadError; /* RuntimeError subclass */
 static PyTypeObject StatsType, FailureType, RoomStatsType;
-
-/* ------------------------------------------------------------------ logging */
-
-/* logging.getLogger("kvferry"), set at import; the C sink is installed only
- * while it is set (the module's atexit hook unsets both before the
- * interpreter finalizes, when a C thread could no longer take the GIL). */
-static PyObject *g_logger;
-
-static const int py_levels[KVF_LOG_NUM] = {
-	[KVF_LOG_ERROR] = 40, [KVF_LOG_WARN] = 30, [KVF_LOG_INFO] = 20, [KVF_LOG_DEBUG] = 10,
-};
-
-/* Any thread: the scheduler thread (which holds the GIL already: Ensure
- * nests), the poller, the HTTP thread, or an open/close with the GIL
- * released. An exception pending in the caller is kept aside, and one
- * raised by a handler is reported, not lost into the next call. */
-static void log_sink(void *arg, int level, const char *module, const char *msg)
-{
-	PyGILState_STATE g = PyGILState_Ensure();
-	PyObject *exc_type, *exc_value, *exc_tb, *r;
-
-	PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
-	if (g_logger) {
-		r = PyObject_CallMethod(g_logger, "log", "isss", level >= 0 && level < KVF_LOG_NUM ?
-					py_levels[level] : 40, "%s: %s", module, msg);
-		if (!r)
-			PyErr_WriteUnraisable(g_logger);
-		Py_XDECREF(r);
-	}
-	PyErr_Restore(exc_type, exc_value, exc_tb);
-	PyGILState_Release(g);
-}
-
-static PyObject *mod_set_logger(PyObject *m, PyObject *logger)
-{
-	if (logger == Py_None) {
-		kvf_set_log_callback(NULL, NULL);
-		Py_CLEAR(g_logger);
-	} else {
-		Py_INCREF(logger);
-		Py_XSETREF(g_logger, logger);
-		kvf_set_log_callback(log_sink, NULL);
-	}
-	Py_RETURN_NONE;
-}
 
 /* ------------------------------------------------------------------- engine */
 
@@ -372,6 +329,28 @@ static PyObject *engine_listen_addr(EngineObject *self, PyObject *unused)
 	if (rc)
 		return raise_rc(rc, "listen_addr", NULL);
 	return Py_BuildValue("(sH)", host, port);
+}
+
+static PyObject *engine_endpoint(EngineObject *self, PyObject *unused)
+{
+	char buf[KVF_PY_MAX_RAILS * 80];
+	int rc;
+
+	if (engine_usable(self) < 0)
+		return NULL;
+	rc = kvf_engine_endpoint(self->eng, buf, sizeof(buf));
+	return rc ? raise_rc(rc, "endpoint", NULL) : PyUnicode_FromString(buf);
+}
+
+static PyObject *engine_rails(EngineObject *self, PyObject *unused)
+{
+	PyObject *out;
+	int rc = 0;
+
+	if (engine_usable(self) < 0)
+		return NULL;
+	out = kvf_py_rails(self->eng, &rc);
+	return rc ? raise_rc(rc, "rails", NULL) : out;
 }
 
 /* A registered buffer's address: an int (what torch's data_ptr() gives),
@@ -1008,7 +987,13 @@ static PyMethodDef engine_methods[] = {
 	{ "__enter__", (PyCFunction)engine_enter, METH_NOARGS, NULL },
 	{ "__exit__", (PyCFunction)engine_exit, METH_VARARGS, NULL },
 	{ "listen_addr", (PyCFunction)engine_listen_addr, METH_NOARGS,
-	  "(host, port) the listener is bound to: what a prefill publishes." },
+	  "(host, port) the listener is bound to (rail 0's with several devices)." },
+	{ "endpoint", (PyCFunction)engine_endpoint, METH_NOARGS,
+	  "'host:port[,host:port...]': every rail's listener, what a prefill publishes; "
+	  "a receiver's peer may be such a list." },
+	{ "rails", (PyCFunction)engine_rails, METH_NOARGS,
+	  "[{rail, device, addr, port, state, bytes, writes, wr_errors, conns_live, "
+	  "conns_lost, connects}]: one dict a device (rdma.devices)." },
 	{ "register_pool", (PyCFunction)(void (*)(void))engine_register_pool,
 	  METH_VARARGS | METH_KEYWORDS,
 	  "register_pool(buffers, block_sizes, nblocks): the KV pool, once, before any room. "
@@ -1831,7 +1816,7 @@ static PyObject *mod_fail_reason_name(PyObject *m, PyObject *arg)
 }
 
 static PyMethodDef module_methods[] = {
-	{ "_set_logger", (PyCFunction)mod_set_logger, METH_O,
+	{ "_set_logger", (PyCFunction)kvf_py_set_logger, METH_O,
 	  "Send the library's log lines to this logging.Logger (None: back to stderr)." },
 	{ "fail_reason_name", (PyCFunction)mod_fail_reason_name, METH_O, NULL },
 	{ NULL, NULL, 0, NULL },

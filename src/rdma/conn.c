@@ -87,10 +87,12 @@ static int table_insert(struct kvf_rdma *t, struct kvf_conn *c)
 
 	pthread_mutex_lock(&t->lock);
 	for (uint32_t tries = 0; tries < KVF_MAX_CONNS; tries++) {
-		uint32_t id = ++t->next_id;
+		uint32_t seq = ++t->next_id & ((1u << KVF_CONN_RAIL_SHIFT) - 1);
+		uint32_t id;
 
-		if (id == 0) /* 0 means "no connection" in events */
-			id = ++t->next_id;
+		if (seq == 0) /* 0 means "no connection" in events */
+			seq = ++t->next_id & ((1u << KVF_CONN_RAIL_SHIFT) - 1);
+		id = t->rail << KVF_CONN_RAIL_SHIFT | seq;
 		if (!t->conns[id % KVF_MAX_CONNS]) {
 			c->id = id;
 			t->conns[id % KVF_MAX_CONNS] = c;
@@ -420,6 +422,22 @@ static bool kill_one(struct kvf_conn *c, uint16_t reason, const char *why, bool 
 	return true;
 }
 
+/* PEER_LOST's text, naming the rail where there are several: the room
+ * that fails by it says which device to look at. */
+static char *lost_text(const struct kvf_rdma *t, const char *why)
+{
+	size_t n;
+	char *s;
+
+	if (!why || !t->rail_name[0])
+		return why ? strdup(why) : NULL;
+	n = strlen(t->rail_name) + strlen(why) + 3;
+	s = malloc(n);
+	if (s)
+		snprintf(s, n, "%s: %s", t->rail_name, why);
+	return s;
+}
+
 void kvf_conn_teardown(struct kvf_conn *c, uint16_t reason, const char *why)
 {
 	struct kvf_event ev = {.kind = KVF_EV_PEER_LOST, .peer = c->group, .status = reason};
@@ -457,7 +475,8 @@ void kvf_conn_teardown(struct kvf_conn *c, uint16_t reason, const char *why)
 	}
 	/* The why goes with the event: it becomes each room's failure text
 	 * (a reject reason, the first error completion, the heartbeat miss). */
-	ev.data = why ? strdup(why) : NULL;
+	ev.data = lost_text(c->t, why);
+	atomic_fetch_add_explicit(&c->t->st_conns_lost, 1, memory_order_relaxed);
 	kvf_rdma_push(c->t, &ev);
 out:
 	if (lead && lead != c)

@@ -349,15 +349,24 @@ static int preflight(struct kvf_rdma *t)
 int kvf_rdma_create(const struct kvf_config *cfg, struct kvf_ring *ring,
 		    const struct kvf_transport_ops **ops, void **out)
 {
+	return kvf_rdma_create_rail(cfg, ring, 0, ops, out);
+}
+
+int kvf_rdma_create_rail(const struct kvf_config *cfg, struct kvf_ring *ring, uint32_t rail,
+			 const struct kvf_transport_ops **ops, void **out)
+{
 	struct kvf_rdma *t;
 	int rc;
 
-	if (!cfg || !ring || !ops || !out)
+	if (!cfg || !ring || !ops || !out || rail >= KVF_MAX_RAILS)
 		return -EINVAL;
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
 	t->cfg = *cfg;
+	t->rail = rail;
+	if (cfg->devices[0]) /* one of several (rails.c) */
+		snprintf(t->rail_name, sizeof(t->rail_name), "rail %u (%s)", rail, cfg->device);
 	kvf_backoff_init(&t->backoff, cfg->reconnect_backoff_ms, cfg->reconnect_backoff_max_ms);
 	t->ring = ring;
 	t->wake_fd = -1;

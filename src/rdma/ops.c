@@ -23,6 +23,7 @@
 #include "log.h"
 #include "pool.h"
 #include "proto.h"
+#include "rails.h"
 #include "sched.h"
 #include "sendq.h"
 #include "stage.h"
@@ -149,6 +150,7 @@ static int op_send_room_info(void *tp, const char *peer, const struct kvf_info_o
 			     uint32_t *conn)
 {
 	struct kvf_proto_list pl[KVF_MAX_REGIONS];
+	char first[KVF_PEER_ADDR_MAX];
 	struct kvf_rdma *t = tp;
 	struct kvf_pframe *f;
 	struct kvf_conn *c, *q;
@@ -157,9 +159,14 @@ static int op_send_room_info(void *tp, const char *peer, const struct kvf_info_o
 
 	if (!peer || !*peer)
 		peer = t->cfg.peer;
+	/* A peer's rail list ("h:p,h:p"): one device speaks to the first. */
+	if (strchr(peer, ',') && kvf_peer_split(peer, &first, 1) == 1)
+		peer = first;
 	if (!*peer || !strrchr(peer, ':') || !conn || !info ||
 	    info->nlists > KVF_MAX_REGIONS)
 		return -EINVAL;
+	if (atomic_load(&t->port_down))
+		return -ENETDOWN;
 	for (uint32_t k = 0; k < info->nlists; k++)
 		pl[k] = (struct kvf_proto_list){info->lists[k].region, info->lists[k].n,
 						info->lists[k].items};
@@ -305,10 +312,12 @@ static void op_teardown(void *tp, uint32_t conn, const char *why)
 static bool op_on_wc(void *tp, const struct kvf_event *ev)
 {
 	enum kvf_wr_kind kind = kvf_wr_kind(ev->key);
+	struct kvf_rdma *t = tp;
 	struct kvf_conn *c;
 
 	if (kind != KVF_WR_DATA && kind != KVF_WR_CTRL)
 		return false;
+	t->st_wr_errors += ev->status != IBV_WC_SUCCESS && ev->status != IBV_WC_WR_FLUSH_ERR;
 	/* The QP it completed on: a control SEND names its connection in the
 	 * wr_id; a write was posted on the QP its wr_id picks. */
 	if (kind == KVF_WR_CTRL) {
@@ -442,7 +451,39 @@ static int op_stats(void *tp, struct kvf_transport_stats *out)
 	return 0;
 }
 
+/* This device as a rail: the one of a one-device engine, or one of the
+ * rails transport's (which sets the index). */
+static int op_rail_stats(void *tp, uint32_t i, struct kvf_rail_stats *out)
+{
+	struct kvf_rdma *t = tp;
+	struct ibv_port_attr pa;
+	struct kvf_transport_stats ts = {0};
+	uint16_t port = 0;
+
+	if (i)
+		return -ERANGE;
+	op_stats(t, &ts);
+	*out = (struct kvf_rail_stats){.size = sizeof(*out), .rail = t->rail,
+				       .bytes = t->st_bytes, .writes = t->st_wrs,
+				       .wr_errors = t->st_wr_errors, .conns_live = ts.conns_live,
+				       .connects = t->st_connects};
+	out->conns_lost = atomic_load_explicit(&t->st_conns_lost, memory_order_relaxed);
+	snprintf(out->device, sizeof(out->device), "%s", ibv_get_device_name(t->ctx->device));
+	if (kvf_rdma_listen_addr(&kvf_rdma_ops, t, out->addr, sizeof(out->addr), &port))
+		out->addr[0] = '\0';
+	out->port = port;
+	/* The port's own state, asked now: a PORT_ERR missed or not sent
+	 * (soft-RoCE on a netdev going down) still shows. */
+	if (atomic_load(&t->dev_dead))
+		out->state = KVF_RAIL_DEVICE_DEAD;
+	else if (atomic_load(&t->port_down) || ibv_query_port(t->ctx, t->port, &pa) ||
+		 pa.state != IBV_PORT_ACTIVE)
+		out->state = KVF_RAIL_PORT_DOWN;
+	return 1;
+}
+
 const struct kvf_transport_ops kvf_rdma_ops = {
+	.rail_stats = op_rail_stats,
 	.stats = op_stats,
 	.region_register = kvf_rdma_region_register,
 	.region_unregister = kvf_rdma_region_unregister,

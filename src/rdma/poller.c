@@ -311,6 +311,7 @@ static void on_async_event(struct kvf_rdma *t, const struct ibv_async_event *ae)
 		c = by_cq(t, ae->element.cq);
 		break;
 	case KVF_ASYNC_PORT_FATAL:
+		atomic_store(&t->port_down, true); /* new rooms: another rail (rails.h) */
 		fail_all(t, why);
 		break;
 	case KVF_ASYNC_DEV_FATAL:
@@ -325,6 +326,8 @@ static void on_async_event(struct kvf_rdma *t, const struct ibv_async_event *ae)
 	default:
 		if (ae->event_type == IBV_EVENT_COMM_EST)
 			on_comm_est(t, ae);
+		else if (ae->event_type == IBV_EVENT_PORT_ACTIVE && atomic_exchange(&t->port_down, false))
+			kvf_info("poller", "%s: the port is back, new rooms may use it", why);
 		else
 			kvf_info("poller", "%s", why);
 		break;

@@ -20,6 +20,10 @@
  */
 int kvf_rdma_create(const struct kvf_config *cfg, struct kvf_ring *ring,
 		    const struct kvf_transport_ops **ops, void **t);
+/* The same for rail number rail of a rails transport (rails.h): its
+ * connection ids carry the rail (kvf_conn_rail). */
+int kvf_rdma_create_rail(const struct kvf_config *cfg, struct kvf_ring *ring, uint32_t rail,
+			 const struct kvf_transport_ops **ops, void **t);
 
 /*
  * The listener's bound address (numeric, into host) and port: the real

@@ -38,6 +38,9 @@ struct kvf_staging;
 struct kvf_rdma {
 	struct kvf_config cfg;
 	struct kvf_ring *ring;
+	uint32_t rail;                /* its index among the engine's rails (rails.h):
+	                                 the top bits of every connection id */
+	char rail_name[KVF_CFG_STR + 16]; /* "rail 1 (mlx5_2)", "" with one device */
 
 	/* Device, fixed at create. */
 	struct ibv_context **devs; /* rdma_get_devices: its contexts are the
@@ -71,6 +74,8 @@ struct kvf_rdma {
 	atomic_bool stop;
 	atomic_bool poller_done;      /* the poller thread left its loop */
 	atomic_bool dev_dead;         /* a device-fatal event: no new connections */
+	atomic_bool port_down;        /* poller: PORT_ERR seen, no PORT_ACTIVE since:
+	                                 new rooms go to another rail */
 	atomic_bool new_conns;        /* the scheduler added a connection to start */
 
 	/* Connection table: slot = id % KVF_MAX_CONNS, ids never reused.
@@ -110,8 +115,10 @@ struct kvf_rdma {
 	uint64_t st_doorbells; /* ibv_post_send calls of the send queues */
 	uint64_t st_connects;  /* peer connections started (QP groups) */
 	uint64_t st_backoffs;  /* ROOM_INFOs refused: their peer was in backoff */
+	uint64_t st_wr_errors; /* completions in error, flushes not counted */
 	_Atomic uint64_t st_frames_rx[KVF_FRAME_TYPES];
 	_Atomic uint64_t st_completions;
+	_Atomic uint64_t st_conns_lost; /* connections torn down (kvf_conn_teardown) */
 	_Atomic uint64_t st_poller_sleeps; /* the poller slept on its fds */
 	_Atomic uint64_t st_ka_sent;  /* keepalives posted (keepalive.c) */
 	_Atomic uint64_t st_ka_acked; /* ... and completed: the peer's NIC ACKed */

@@ -14,7 +14,9 @@ def read(rel):
 
 
 def header_api():
-    text = re.sub(r"/\*.*?\*/", "", read("include/kvferry/kvferry.h"), flags=re.S)
+    inc = os.path.join(ROOT, "include", "kvferry")
+    text = "".join(read(os.path.join("include", "kvferry", h)) for h in sorted(os.listdir(inc)))
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
     return set(re.findall(r"KVF_API\b[^;{]*?\b(kvf_[a-z0-9_]+)\s*\(", text))
 
 

@@ -95,7 +95,7 @@ struct opts {
 	const char *sets[MAX_SETS];
 	size_t nsets;
 	bool print_listen;
-	char listen[96];   /* "host:port" of our listener, --print-listen */
+	char listen[8 * 80]; /* "host:port[,...]" of our listeners, --print-listen */
 	uint32_t rooms, nbufs, bpr, pool_blocks, window;
 	uint64_t block_size, first_id;
 	double timeout_s, stop_on_lost, linger;
@@ -277,8 +277,7 @@ static const char *token(const char *s)
 /* The engine from --config and --set; with --print-listen, where it listens. */
 static int open_engine(struct opts *o, kvf_engine **eng)
 {
-	char err[512], host[64];
-	uint16_t port;
+	char err[512];
 	int rc = kvf_engine_open_with(o->config, o->sets, o->nsets, err, sizeof(err), eng);
 
 	if (rc) {
@@ -292,13 +291,14 @@ static int open_engine(struct opts *o, kvf_engine **eng)
 	}
 	if (!o->print_listen)
 		return 0;
-	rc = kvf_engine_listen_addr(*eng, host, sizeof(host), &port);
+	/* Every rail's listener ("host:port" with one device): the peer list a
+	 * decode's rdma.peer takes as is. */
+	rc = kvf_engine_endpoint(*eng, o->listen, sizeof(o->listen));
 	if (rc) {
-		printf("driver: SETUP FAILED: kvf_engine_listen_addr: %s\n", strerror(-rc));
+		printf("driver: SETUP FAILED: kvf_engine_endpoint: %s\n", strerror(-rc));
 		kvf_engine_close(*eng);
 		return rc;
 	}
-	snprintf(o->listen, sizeof(o->listen), strchr(host, ':') ? "[%s]:%u" : "%s:%u", host, port);
 	printf("driver: listen %s\n", o->listen);
 	return 0;
 }
@@ -510,8 +510,25 @@ static void on_terminal(struct run *R, uint32_t i, int st)
 	}
 }
 
+/* "driver: rail K dev=D state=S bytes=N writes=N wr_errors=N lost=N" a rail. */
+static void rails_lines(const struct run *R)
+{
+	struct kvf_rail_stats rs[8];
+	int n;
+
+	for (int i = 0; i < 8; i++)
+		rs[i] = (struct kvf_rail_stats)KVF_RAIL_STATS_INIT;
+	n = kvf_engine_rails(R->eng, rs, 8);
+	for (int i = 0; i < n && i < 8; i++)
+		printf("driver: rail %u dev=%s state=%s bytes=%" PRIu64 " writes=%" PRIu64
+		       " wr_errors=%" PRIu64 " lost=%" PRIu64 " live=%" PRIu64 "\n", rs[i].rail,
+		       rs[i].device, kvf_rail_state_str((int)rs[i].state), rs[i].bytes,
+		       rs[i].writes, rs[i].wr_errors, rs[i].conns_lost, rs[i].conns_live);
+}
+
 static void conns_line(const struct run *R)
 {
+	rails_lines(R);
 	printf("driver: conns connects=%" PRIu64 " backoffs=%" PRIu64 " held_max=%" PRIu64
 	       " live=%" PRIu64 "\n", R->cs.connects, R->cs.connect_backoffs, R->held_max,
 	       R->cs.conns_live);

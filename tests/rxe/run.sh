@@ -54,6 +54,11 @@ if [ -n "$DEV0" ]; then
 	ADDR0=${KVF_RXE_ADDR0:-$(ipv4_of_gid "$DEV0" "${GID0:-0}")}
 	ADDR1=${KVF_RXE_ADDR1:-$ADDR0}
 fi
+# rail 1 of rxe-vm.sh --devices 4 (rxe2 prefill side, rxe3 decode side);
+# empty without it
+DEV2=${KVF_RXE_DEV2:-} DEV3=${KVF_RXE_DEV3:-}
+GID2=${KVF_RXE_GID2:-} GID3=${KVF_RXE_GID3:-}
+ADDR2=${KVF_RXE_ADDR2:-} ADDR3=${KVF_RXE_ADDR3:-}
 # perftest: -x only on RoCE (GID known)
 X0=${GID0:+-x $GID0}
 X1=${GID1:+-x $GID1}
@@ -212,6 +217,8 @@ TESTS=(
 	"kvf_ranks_stages|240|\$repo/tests/rxe/scenarios/ranks.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 stages 12"
 	"kvf_ranks_mismatch|150|\$repo/tests/rxe/scenarios/ranks.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 mismatch"
 	"kvf_ranks_bench|400|\$repo/tests/rxe/scenarios/ranks.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 bench 64"
+	"kvf_rails_stream|300|\$repo/tests/rxe/scenarios/rails.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 stream 200"
+	"kvf_rails_down|300|\$repo/tests/rxe/scenarios/rails.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 down 300"
 	"kvf_throughput|300|\$repo/tests/rxe/scenarios/throughput.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 150"
 )
 
