@@ -138,17 +138,30 @@ int kvf_sender_create(kvf_engine *eng, uint64_t room_id, kvf_room *out)
 	return 0;
 }
 
-/* "host:port" with a numeric port in [1, 65535]. */
-bool kvf_api_peer_valid(const char *peer)
+/* One "host:port" of len bytes, the port numeric in [1, 65535]. */
+static bool hostport_valid(const char *p, size_t len)
 {
-	const char *colon = peer ? strrchr(peer, ':') : NULL;
+	const char *colon = memrchr(p, ':', len);
 	char *end;
 	long port;
 
-	if (!colon || colon == peer)
+	if (!colon || colon == p)
 		return false;
 	port = strtol(colon + 1, &end, 10);
-	return *end == '\0' && end != colon + 1 && port > 0 && port <= 65535;
+	return end == p + len && end != colon + 1 && port > 0 && port <= 65535;
+}
+
+/* "host:port", or a rail list of them "host:port,host:port". */
+bool kvf_api_peer_valid(const char *peer)
+{
+	for (const char *p = peer; p; ) {
+		const char *comma = strchr(p, ',');
+
+		if (!hostport_valid(p, comma ? (size_t)(comma - p) : strlen(p)))
+			return false;
+		p = comma ? comma + 1 : NULL;
+	}
+	return peer != NULL;
 }
 
 /* Peers are few; a linear search keeps one copy of each address. */

@@ -48,7 +48,8 @@ void kvf_api_apply_early(kvf_engine *eng, struct kvf_slot *r, uint32_t conn);
  * is created before it is bound to one. */
 void kvf_api_apply_early_peer(kvf_engine *eng, struct kvf_slot *r, uint16_t idx);
 
-/* "host:port" with a numeric port in [1, 65535]. */
+/* "host:port" with a numeric port in [1, 65535], or a rail list of them
+ * ("host:port,host:port": kvf_engine_endpoint). */
 bool kvf_api_peer_valid(const char *peer);
 
 /* The index of peer in the engine's peers (added on first use). Returns 0,

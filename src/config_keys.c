@@ -437,6 +437,28 @@ static bool is_hostport(const char *s)
 	return is_host(s, (size_t)(colon - s)) && is_port(colon + 1);
 }
 
+/* "host:port", or a rail list of them "host:port,host:port" (at most 8:
+ * kvf_engine_endpoint's form). */
+static bool is_hostports(const char *s)
+{
+	char one[KVF_CFG_STR];
+	unsigned n = 0;
+
+	for (const char *p = s; p; n++) {
+		const char *comma = strchr(p, ',');
+		size_t len = comma ? (size_t)(comma - p) : strlen(p);
+
+		if (n == 8 || len >= sizeof(one))
+			return false;
+		memcpy(one, p, len);
+		one[len] = '\0';
+		if (!is_hostport(one))
+			return false;
+		p = comma ? comma + 1 : NULL;
+	}
+	return true;
+}
+
 bool kvf_cfg_int_ok(const struct kvf_key *k, int64_t v)
 {
 	if (v < k->min || v > k->max)
@@ -460,7 +482,7 @@ bool kvf_cfg_str_ok(const struct kvf_key *k, const char *v)
 	if (k->form == KF_HOST)
 		return is_host(v, n);
 	if (k->form == KF_HOSTPORT)
-		return is_hostport(v);
+		return is_hostports(v);
 	if (k->form == KF_LIST)
 		return is_list(v);
 	return true;

@@ -318,10 +318,12 @@ Test(config, peer_host_port)
 {
 	struct kvf_config c;
 	static const char *const good[] = { "", "10.0.0.1:18515", "prefill-0:1",
-		"[::1]:65535", "[fe80::1]:18515", "h.example.com:443" };
+		"[::1]:65535", "[fe80::1]:18515", "h.example.com:443",
+		"10.0.0.1:5000,10.0.1.1:5000", "[::1]:5,a:6" };
 	static const char *const bad[] = { "10.0.0.1", "host:", "host:0",
 		"host:65536", "host:12x", "::1:5", "[::1]", "[::1]:", "[zz]:1",
-		":18515", "a_b:1", "host:+5" };
+		":18515", "a_b:1", "host:+5", "a:1,", ",a:1", "a:1,,b:2", "a:1,b",
+		"a:1,b:2,c:3,d:4,e:5,f:6,g:7,h:8,i:9" };
 	char text[256];
 
 	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {

@@ -25,7 +25,7 @@ engine: { id = "$2"; max_blocks_per_room = 4096; summary_interval_s = 0; };
 deadlines: { bootstrap_s = 120; inflight_s = 120; receiver_waiting_s = 120; quiesce_s = 10; };
 heartbeat: { interval_ms = $HB_MS; misses = $HB_MISSES; };
 rdma: { devices = $3; $4 auth_token = "kvf-suite"; sq_depth = 256; rq_depth = 64; signal_every = 16;
-        qp_timeout = 14; retry_cnt = 7; ${KVF_SCEN_RDMA:-} };
+        ${KVF_SCEN_RDMA:-} };
 CONF
 }
 conf "$W/p.conf" prefill-r "[\"$DEV0\", \"$DEV2\"]" "listen_addr = \"0.0.0.0\"; listen_port = $port;"
