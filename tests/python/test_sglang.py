@@ -182,10 +182,32 @@ def test_engine_overrides_from_sglang_env():
     ov = ks.engine_overrides("prefill", a, env)
     assert ov == [
         "deadlines.bootstrap_s=30", "deadlines.receiver_waiting_s=60",
-        "heartbeat.interval_ms=2500", "heartbeat.misses=3", "rdma.device=mlx5_3",
+        "heartbeat.interval_ms=2500", "heartbeat.misses=3", "rdma.devices=mlx5_3,mlx5_4",
         "rdma.listen_port=0", "rdma.listen_addr=10.0.0.1", "deadlines.bootstrap_s=40",
     ]
     assert "rdma.listen_port=0" not in ks.engine_overrides("decode", a, {})
+
+
+def test_rank_devices_takes_every_form_of_sglangs_flag(tmp_path):
+    assert ks.rank_devices(None, 0) == "" and ks.rank_devices(" ", 3) == ""
+    assert ks.rank_devices("mlx5_0", 5) == "mlx5_0"
+    assert ks.rank_devices("mlx5_0, mlx5_1,mlx5_0", 5) == "mlx5_0,mlx5_1"  # shared, deduplicated
+    m = '{"0": "mlx5_0,mlx5_1", "1": "mlx5_2"}'
+    assert ks.rank_devices(m, 0) == "mlx5_0,mlx5_1" and ks.rank_devices(m, 1) == "mlx5_2"
+    f = tmp_path / "ib.json"
+    f.write_text(m)
+    assert ks.rank_devices(str(f), 1) == "mlx5_2"
+    with pytest.raises(ValueError, match="GPU 7"):
+        ks.rank_devices(m, 7)
+    a = Args()
+    a.ib_device, a.gpu_id = m, 1
+    assert "rdma.devices=mlx5_2" in ks.engine_overrides("decode", a, {})
+
+
+def test_peer_list_from_a_rank_ip_of_rails():
+    assert ks.peer_list("10.0.0.1", 5) == "10.0.0.1:5"
+    assert ks.peer_list("10.0.0.1,10.0.1.1", 5) == "10.0.0.1:5,10.0.1.1:5"
+    assert ks.peer_list("fe80::1", 5) == "[fe80::1]:5"
 
 
 def test_manager_registers_kv_aux_and_state_regions():

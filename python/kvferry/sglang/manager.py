@@ -3,6 +3,7 @@
 place in SGLang's bootstrap protocol, and the rooms waiting to be released."""
 from __future__ import annotations
 
+import json
 import logging
 import os
 import struct
@@ -41,13 +42,36 @@ def engine_overrides(mode: str, kv_args: Any, env: Optional[Dict[str, str]] = No
     for var, (key, scale) in SGLANG_ENV_KEYS.items():
         if env.get(var):
             out.append(f"{key}={int(float(env[var]) * scale)}")
-    if getattr(kv_args, "ib_device", None):
-        # SGLang may list several ("mlx5_0,mlx5_1"): one engine, one device
-        out.append(f"rdma.device={str(kv_args.ib_device).split(',')[0]}")
+    devices = rank_devices(getattr(kv_args, "ib_device", None), getattr(kv_args, "gpu_id", 0))
+    if devices:
+        # every device listed for this rank: a rail each (docs/sglang.md "Rails")
+        out.append(f"rdma.devices={devices}")
     if mode == "prefill":
         out.append("rdma.listen_port=0")
     out += [o.strip() for o in env.get("KVFERRY_OVERRIDES", "").split(";") if o.strip()]
     return out
+
+
+def rank_devices(ib_device: Optional[str], gpu_id: Any) -> str:
+    """SGLang's --disaggregation-ib-device for the rank on GPU gpu_id, as
+    kvferry's rdma.devices ("a,b", "" for none): a list every GPU shares
+    ("mlx5_0,mlx5_1"), a per-GPU JSON map ('{"0": "mlx5_0,mlx5_1", "1":
+    "mlx5_2"}'), or the path of a .json file holding that map. A map without
+    this GPU is an error: that rank would otherwise pick a device at random."""
+    text = str(ib_device or "").strip()
+    if not text:
+        return ""
+    if text.endswith(".json"):
+        with open(text, encoding="utf-8") as f:
+            text = f.read().strip()
+    if text.startswith("{"):
+        mapping = {str(k).strip(): v for k, v in json.loads(text).items()}
+        if str(gpu_id) not in mapping:
+            raise ValueError(f"--disaggregation-ib-device names GPUs {sorted(mapping)}, "
+                             f"not this rank's GPU {gpu_id}")
+        text = str(mapping[str(gpu_id)])
+    devices = list(dict.fromkeys(d.strip() for d in text.split(",") if d.strip()))
+    return ",".join(devices)
 
 
 def mode_name(mode: Any) -> str:
@@ -77,6 +101,12 @@ def _nitems(lens: List[int], item_lens: List[int], what: str) -> int:
 
 def host_port(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def peer_list(rank_ip: str, port: int) -> str:
+    """A prefill's rank_ip may list one address a rail ("10.0.0.1,10.0.1.1",
+    every rail on one port: Engine.endpoint()); as kvferry's peer list."""
+    return ",".join(host_port(h.strip(), port) for h in rank_ip.split(","))
 
 
 class KVFerryKVManager(BaseKVManager):
@@ -201,6 +231,9 @@ class KVFerryKVManager(BaseKVManager):
         """The PUT /route body: SGLang's fields, with this engine's RDMA listen
         address as rank_ip/rank_port."""
         host, port = self.engine.listen_addr()
+        # every rail's address, one port: "ip0,ip1" (one address, one rail)
+        rails = [ep.rsplit(":", 1)[0].strip("[]") for ep in self.engine.endpoint().split(",")]
+        host = ",".join(rails) if len(rails) > 1 else host
         if host in ("0.0.0.0", "::"):
             raise ValueError("rdma.listen_addr is a wildcard: set it to this rank's RDMA "
                              "interface address (KVFERRY_OVERRIDES='rdma.listen_addr=...')")
@@ -231,7 +264,7 @@ class KVFerryKVManager(BaseKVManager):
             try:
                 bs.put_route(server, body)
                 log.info("prefill rank TP%d PP%d published %s to %s", self.layout.attn_tp_rank,
-                         self.layout.pp_rank, host_port(body["rank_ip"], body["rank_port"]),
+                         self.layout.pp_rank, peer_list(body["rank_ip"], body["rank_port"]),
                          server)
                 return
             except bs.BootstrapError as e:
@@ -290,7 +323,7 @@ class KVFerryKVManager(BaseKVManager):
             d = bs.get_route(bootstrap_addr, dp, 0, tp, pp)
             if d is None:
                 raise bs.BootstrapError(f"{bootstrap_addr}: prefill not fully registered")
-            self._peers[key] = host_port(str(d["rank_ip"]), int(d["rank_port"]))
+            self._peers[key] = peer_list(str(d["rank_ip"]), int(d["rank_port"]))
         return self._peers[key]
 
     def forget_peers(self, bootstrap_addr: str) -> None:
