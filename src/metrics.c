@@ -183,6 +183,16 @@ int kvf_metrics_publish(struct kvf_engine *eng)
 		memset(&s->tst, 0, sizeof(s->tst));
 		s->have_tst = eng->ops->stats(eng->t, &s->tst) == 0;
 	}
+	s->nrails = 0;
+	for (uint32_t i = 0; eng->ops && eng->ops->rail_stats && i < KVF_MAX_RAILS; i++) {
+		int n = eng->ops->rail_stats(eng->t, i, &s->rails[i]);
+
+		if (n < 0)
+			break;
+		s->nrails = i + 1;
+		if ((uint32_t)n <= i + 1)
+			break;
+	}
 	s->seq = ++m->seq;
 	s->taken_mono_ns = kvf_monotonic_ns();
 	s->interval_ns = (uint64_t)eng->cfg.metrics_interval_ms * 1000000ull;

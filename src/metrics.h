@@ -41,6 +41,8 @@ struct kvf_snap {
 	struct kvf_obs_counters oc;
 	bool have_tst;                 /* the transport reported stats */
 	struct kvf_transport_stats tst;
+	uint32_t nrails;               /* the transport's rails (rail_stats), 0 none */
+	struct kvf_rail_stats rails[KVF_MAX_RAILS];
 	uint32_t nrooms, cap;
 	struct kvf_snap_room *rooms;   /* cap of them, nrooms used */
 };

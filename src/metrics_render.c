@@ -4,6 +4,7 @@
  * reads the engine: only the snapshot it is given. */
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -290,6 +291,47 @@ static void transport_counters(const struct kvf_snap *s, struct kvf_buf *b)
 	kvf_buf_printf(b, "kvferry_stage_slots_busy %" PRIu64 "\n", s->tst.stage_slots_busy);
 }
 
+/* Per rail (device): what it carried and whether it is up; labels rail
+ * and device, state as a label of a 1-valued gauge. */
+static void rail_family(const struct kvf_snap *s, struct kvf_buf *b, const char *name,
+			const char *type, const char *help, size_t off)
+{
+	family(b, name, type, help);
+	for (uint32_t i = 0; i < s->nrails; i++) {
+		const struct kvf_rail_stats *r = &s->rails[i];
+		uint64_t v;
+
+		memcpy(&v, (const char *)r + off, sizeof(v));
+		kvf_buf_printf(b, "%s{rail=\"%u\",device=\"", name, r->rail);
+		kvf_buf_escaped(b, r->device, false);
+		kvf_buf_printf(b, "\"} %" PRIu64 "\n", v);
+	}
+}
+
+static void rail_metrics(const struct kvf_snap *s, struct kvf_buf *b)
+{
+	if (!s->nrails)
+		return;
+	rail_family(s, b, "kvferry_rail_posted_bytes_total", "counter", "Bytes of the RDMA "
+		    "WRITEs posted, per rail.", offsetof(struct kvf_rail_stats, bytes));
+	rail_family(s, b, "kvferry_rail_writes_total", "counter", "RDMA WRITEs posted, per rail.",
+		    offsetof(struct kvf_rail_stats, writes));
+	rail_family(s, b, "kvferry_rail_wr_errors_total", "counter", "Work completions in error "
+		    "(flushes not counted), per rail.", offsetof(struct kvf_rail_stats, wr_errors));
+	rail_family(s, b, "kvferry_rail_connections", "gauge", "Connections not dead, per rail.",
+		    offsetof(struct kvf_rail_stats, conns_live));
+	rail_family(s, b, "kvferry_rail_connections_lost_total", "counter", "Connections torn "
+		    "down, per rail: its rooms failed naming it.",
+		    offsetof(struct kvf_rail_stats, conns_lost));
+	family(b, "kvferry_rail_state", "gauge", "1 for the state each rail is in (up, "
+	       "port_down: no new rooms go on it, device_dead).");
+	for (uint32_t i = 0; i < s->nrails; i++) {
+		kvf_buf_printf(b, "kvferry_rail_state{rail=\"%u\",device=\"", s->rails[i].rail);
+		kvf_buf_escaped(b, s->rails[i].device, false);
+		kvf_buf_printf(b, "\",state=\"%s\"} 1\n", kvf_rail_state_str((int)s->rails[i].state));
+	}
+}
+
 /* One series of a histogram, for one role. Bounds with 15 significant
  * digits: le="0.005", where %.17g wrote 0.0050000000000000001. */
 static void hist_role(struct kvf_buf *b, const char *name, enum kvf_hist_kind kind,
@@ -327,6 +369,7 @@ void kvf_render_metrics(const struct kvf_snap *s, struct kvf_buf *b)
 	early_counters(s, b);
 	engine_counters(s, b);
 	transport_counters(s, b);
+	rail_metrics(s, b);
 	family(b, "kvferry_room_transfer_seconds", "histogram",
 	       "Successful rooms: sender from send() to SUCCESS, receiver from its ROOM_INFO to "
 	       "the last write.");

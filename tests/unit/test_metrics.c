@@ -401,3 +401,26 @@ Test(metrics, auth_refusals_by_reason)
 	cr_expect_eq(prom_get(&pa, "kvferry_auth_dropped_frames_total"), 5);
 	free(b.p);
 }
+
+Test(metrics, rails_each_have_their_series)
+{
+	static struct kvf_snap snap; /* zero: no rooms, no histograms */
+	struct kvf_buf b = { 0 };
+
+	snap.nrails = 2;
+	snap.rails[0] = (struct kvf_rail_stats){ .rail = 0, .device = "mlx5_0", .bytes = 4096,
+						 .writes = 2, .conns_live = 1 };
+	snap.rails[1] = (struct kvf_rail_stats){ .rail = 1, .device = "mlx5_1", .wr_errors = 3,
+						 .conns_lost = 1, .state = KVF_RAIL_PORT_DOWN };
+	kvf_render_metrics(&snap, &b);
+	cr_assert(!b.failed && b.p);
+	cr_assert(prom_parse(&pa, b.p), "%s", pa.err);
+	cr_expect_eq(prom_get(&pa, "kvferry_rail_posted_bytes_total{rail=\"0\",device=\"mlx5_0\"}"), 4096);
+	cr_expect_eq(prom_get(&pa, "kvferry_rail_writes_total{rail=\"0\",device=\"mlx5_0\"}"), 2);
+	cr_expect_eq(prom_get(&pa, "kvferry_rail_wr_errors_total{rail=\"1\",device=\"mlx5_1\"}"), 3);
+	cr_expect_eq(prom_get(&pa, "kvferry_rail_connections{rail=\"0\",device=\"mlx5_0\"}"), 1);
+	cr_expect_eq(prom_get(&pa, "kvferry_rail_connections_lost_total{rail=\"1\",device=\"mlx5_1\"}"), 1);
+	cr_expect_eq(prom_get(&pa, "kvferry_rail_state{rail=\"1\",device=\"mlx5_1\",state=\"port_down\"}"), 1);
+	cr_expect_eq(prom_get(&pa, "kvferry_rail_state{rail=\"0\",device=\"mlx5_0\",state=\"up\"}"), 1);
+	free(b.p);
+}
