@@ -25,7 +25,8 @@
 #   KVF_WERROR=1        configure with -Dwerror=true
 #   KVF_RXE=auto|host|vm|skip  where the RDMA suite runs (default auto)
 #   KVF_SGLANG_SRC=DIR  SGLang's Python package (default ../shared/sglang/python)
-#   KVF_RXE_DEVICES=1|2 rxe devices in the VM (default 2: prefill and decode on their own)
+#   KVF_RXE_DEVICES=1|2|4 rxe devices in the VM (default 4: prefill and decode on
+#                       their own, two rails each for the rails scenarios)
 #   KVF_VM_TIMEOUT=S    limit for the whole VM run (default 2700: every test
 #                       has its own limit; this one only catches a hung guest)
 #   CI=true             a suite that cannot run is a failure, never a skip
@@ -203,7 +204,7 @@ elif [ "$rxe_mode" = vm ]; then
 		case $sgsrc/ in "$KVF_REPO"/*) ;; *) share+=(--share "$sgsrc") ;; esac
 		export KVF_SGLANG_SRC=$sgsrc
 	fi
-	run_rxe "$KVF_REPO/scripts/rxe-vm.sh" --devices "${KVF_RXE_DEVICES:-2}" \
+	run_rxe "$KVF_REPO/scripts/rxe-vm.sh" --devices "${KVF_RXE_DEVICES:-4}" \
 		--timeout "${KVF_VM_TIMEOUT:-2700}" "${share[@]+"${share[@]}"}" -- tests/rxe/run.sh
 else
 	kvf_die "KVF_RXE must be auto, host, vm or skip"

@@ -161,8 +161,9 @@ static int metrics_open(struct kvf_engine *eng, char *err, size_t errlen)
 #if HAVE_RDMA
 /* Several devices: a ring for each further rail, its poller the one
  * producer of it. */
-static int open_rails(kvf_engine *eng, char (*devs)[KVF_CFG_STR], uint32_t n,
-		      const struct kvf_transport_ops **ops, void **t)
+static int open_rails(kvf_engine *eng, const struct kvf_config *cfg,
+		      char (*devs)[KVF_CFG_STR], uint32_t n, const struct kvf_transport_ops **ops,
+		      void **t)
 {
 	struct kvf_ring *rings[KVF_MAX_RAILS] = {eng->ring};
 
@@ -173,7 +174,7 @@ static int open_rails(kvf_engine *eng, char (*devs)[KVF_CFG_STR], uint32_t n,
 		kvf_ring_set_wake_fd(rings[k], eng->wake_fd);
 		eng->nxrings = k;
 	}
-	return kvf_rails_create(&eng->cfg, devs, n, rings, ops, t);
+	return kvf_rails_create(cfg, devs, n, rings, ops, t);
 }
 #endif
 
@@ -187,14 +188,16 @@ static int open_transport(kvf_engine *eng, char *err, size_t errlen)
 	int n = kvf_rails_pick(&eng->cfg, devs, kvf_rails_devices(&eng->cfg, devs));
 	int rc = n < 0 ? n : 0;
 
-	if (!rc && n > 1) {
-		rc = open_rails(eng, devs, (uint32_t)n, &ops, &t);
-	} else if (!rc) {
-		struct kvf_config one = eng->cfg; /* rdma.devices of one: rdma.device */
+	/* rdma.devices (or near_gpu's choice), even of one: rails, each on its
+	 * device's own address; rdma.device alone: the one device as set. */
+	if (!rc && n > 0 && (eng->cfg.devices[0] || eng->cfg.near_gpu[0])) {
+		struct kvf_config cfg = eng->cfg;
 
-		snprintf(one.device, sizeof(one.device), "%s", n ? devs[0] : "");
-		one.devices[0] = '\0';
-		rc = kvf_rdma_create(&one, eng->ring, &ops, &t);
+		if (!cfg.devices[0]) /* rails.c: "one of a list" is what names a rail */
+			snprintf(cfg.devices, sizeof(cfg.devices), "%s", devs[0]);
+		rc = open_rails(eng, &cfg, devs, (uint32_t)n, &ops, &t);
+	} else if (!rc) {
+		rc = kvf_rdma_create(&eng->cfg, eng->ring, &ops, &t);
 	}
 	if (rc)
 		return open_failed(err, errlen, "rdma transport", rc);

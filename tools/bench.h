@@ -41,6 +41,7 @@ struct opts {
 	bool progress;
 	bool idle_yield;        /* sched_yield() after a turn with nothing applied */
 	bool wait;              /* kvf_engine_wait after a turn with nothing applied */
+	uint32_t rails;         /* --rails N: the first N devices of rdma.devices, 0 all */
 };
 
 /* Per-room times (CLOCK_MONOTONIC ns; 0 = not yet). landed: the decode's

@@ -15,7 +15,7 @@ static void usage(const char *why)
 		"  [--buffers N] [--block-size B] [--blocks-per-room N] [--window N] [--seed N]\n"
 		"  [--layout rotated|contiguous|sglang] [--verify pass|inline|off] [--verify-rooms N]\n"
 		"  [--stamps FILE] [--latencies FILE] [--no-progress] [--idle-yield] [--wait]\n"
-		"  [--abort-every N --abort-side prefill|decode] [--timeout S] [--json]\n");
+		"  [--abort-every N --abort-side prefill|decode] [--rails N] [--timeout S] [--json]\n");
 	exit(2);
 }
 
@@ -78,6 +78,7 @@ static int take(struct opts *o, const char *a, const char *v)
 	else if (!strcmp(a, "--verify-rooms")) o->verify_rooms = (uint32_t)num(a, v);
 	else if (!strcmp(a, "--stamps")) o->stamps = v;
 	else if (!strcmp(a, "--latencies")) o->lat_out = v;
+	else if (!strcmp(a, "--rails")) o->rails = (uint32_t)num(a, v);
 	else return 0;
 	return 1;
 }

@@ -162,7 +162,25 @@ static const char *layout_name(enum bench_layout l)
 	return l == LAYOUT_SGLANG ? "sglang" : l == LAYOUT_CONTIGUOUS ? "contiguous" : "rotated";
 }
 
-static void print_json(const struct opts *o, const struct side *s, const struct figures *f)
+/* "rails": [{"rail": 0, "device": "mlx5_0", "bytes": N, "writes": N}, ...] of
+ * the side that wrote (the prefill, when this process has it). */
+static void print_rails(const struct side *s)
+{
+	struct kvf_rail_stats rs[8];
+	int n;
+
+	for (int i = 0; i < 8; i++)
+		rs[i] = (struct kvf_rail_stats)KVF_RAIL_STATS_INIT;
+	n = s->eng ? kvf_engine_rails(s->eng, rs, 8) : 0;
+	printf("\"rails\": [");
+	for (int i = 0; i < n && i < 8; i++)
+		printf("%s{\"rail\": %u, \"device\": \"%s\", \"bytes\": %" PRIu64 ", \"writes\": %"
+		       PRIu64 "}", i ? ", " : "", rs[i].rail, rs[i].device, rs[i].bytes, rs[i].writes);
+	printf("], ");
+}
+
+static void print_json(const struct opts *o, const struct side *s, const struct side *w,
+		       const struct figures *f)
 {
 	printf("{\"rooms\": %u, \"ok\": %u, \"failed\": %u, \"bad_words\": %u, "
 	       "\"bytes\": %.0f, \"seconds\": %.3f, \"gbit_per_s\": %.4f, "
@@ -172,6 +190,7 @@ static void print_json(const struct opts *o, const struct side *s, const struct 
 	       o->rooms, s->ok, s->failed, s->bad_words, f->bytes, f->secs, f->gbps,
 	       f->rooms_per_s, o->nbufs, o->block_size, o->bpr, o->window, layout_name(o->layout),
 	       s->prefill ? "prefill" : "decode", o->verify_rooms, s->vok, s->vfailed);
+	print_rails(w);
 	printf("\"send_to_success_us\": {\"n\": %u, \"p50\": %.1f, \"p99\": %.1f, \"p999\": %.1f}, "
 	       "\"room_cycle_us\": {\"n\": %u, \"p50\": %.1f, \"p99\": %.1f, \"p999\": %.1f}, ",
 	       f->nsend, f->lat_send[0], f->lat_send[1], f->lat_send[2], f->ncycle,
@@ -227,7 +246,7 @@ void bench_report(const struct opts *o, const struct side *p, const struct side 
 	const struct side *s = d->eng ? d : p;
 
 	if (o->json) {
-		print_json(o, s, f);
+		print_json(o, s, p->eng ? p : s, f);
 		return;
 	}
 	printf("kvferry-bench: %u rooms (%u buffers x %u blocks of %" PRIu64 " B each, %s layout)\n",

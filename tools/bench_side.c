@@ -214,17 +214,49 @@ bool bench_side_done(const struct opts *o, const struct side *s, bool timed)
 	return timed ? s->done >= o->rooms : s->vdone >= o->verify_rooms;
 }
 
+/* --rails N: the engine opened on every device of its config is opened
+ * again on the first N of them ("rdma.devices=a,b" after the other sets). */
+static int open_rails(const char *cfg, const char **sets, size_t nsets, const struct opts *o,
+		      struct side *s, char *err, size_t errlen)
+{
+	struct kvf_rail_stats rs[8];
+	static char devs[2][8 * 64 + 16]; /* per side: kept for the engine's life */
+	char *list = devs[s->prefill];
+	int n;
+
+	for (int i = 0; i < 8; i++)
+		rs[i] = (struct kvf_rail_stats)KVF_RAIL_STATS_INIT;
+	n = kvf_engine_rails(s->eng, rs, 8);
+	if (n < (int)o->rails) {
+		snprintf(err, errlen, "--rails %u: the engine has %d (rdma.devices)", o->rails, n);
+		return -EINVAL;
+	}
+	if (n == (int)o->rails)
+		return 0;
+	strcpy(list, "rdma.devices=");
+	for (uint32_t i = 0; i < o->rails; i++)
+		snprintf(list + strlen(list), sizeof(devs[0]) - strlen(list), "%s%s", i ? "," : "",
+			 rs[i].device);
+	kvf_engine_close(s->eng);
+	s->eng = NULL;
+	sets[nsets] = list;
+	return kvf_engine_open_with(cfg, sets, nsets + 1, err, errlen, &s->eng);
+}
+
 int bench_open_side(const char *cfg, bool prefill, const struct opts *o, struct side *s)
 {
-	const char *const *sets = prefill ? o->psets : o->dsets;
+	const char *sets[BENCH_MAX_SETS + 1];
 	size_t nsets = prefill ? o->npsets : o->ndsets;
 	char err[512];
 	int rc;
 
+	memcpy(sets, prefill ? o->psets : o->dsets, nsets * sizeof(*sets));
 	memset(s, 0, sizeof(*s));
 	s->prefill = prefill;
 	s->total = o->rooms + o->verify_rooms;
 	rc = kvf_engine_open_with(cfg, sets, nsets, err, sizeof(err), &s->eng);
+	if (!rc && o->rails)
+		rc = open_rails(cfg, sets, nsets, o, s, err, sizeof(err));
 	if (rc) {
 		fprintf(stderr, "kvferry-bench: %s engine: %s\n", prefill ? "prefill" : "decode", err);
 		return rc;

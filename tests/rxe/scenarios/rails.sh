@@ -10,12 +10,15 @@
 #             rail 1 fail, each naming "rail 1", the others succeed, new
 #             rooms go to rail 0, every room ends (nothing pinned), and no
 #             byte is wrong in a room that succeeded.
-#   rails.sh BUILD DEV0 ADDR0 DEV1 ADDR1 stream|down N
+#   bench N:  a figure: ib_write_bw on each rail alone, then kvferry-bench
+#             (two processes, N rooms of 64 x 2 x 16 KiB, then 32 checked)
+#             with --rails 1 and --rails 2 in the same run; the ratios.
+#   rails.sh BUILD DEV0 ADDR0 DEV1 ADDR1 stream|down|bench N
 . "$(dirname "$0")/common.sh"
 mode=${1:?stream|down} rooms=${2:-200}
 DEV2=${KVF_RXE_DEV2:-} DEV3=${KVF_RXE_DEV3:-} NET2=${KVF_RXE_NETDEV2:-}
 [ -n "$DEV2" ] && [ -n "$DEV3" ] || fail "needs four devices (scripts/rxe-vm.sh --devices 4)"
-case $mode in stream) port=18801 ;; *) port=18802 ;; esac
+case $mode in stream) port=18801 ;; down) port=18802 ;; *) port=18803 ;; esac
 HB_MS=1000 HB_MISSES=5
 
 conf() { # FILE ID DEVICES RDMA-KEYS
@@ -28,6 +31,7 @@ rdma: { devices = $3; $4 auth_token = "kvf-suite"; sq_depth = 256; rq_depth = 64
         ${KVF_SCEN_RDMA:-} };
 CONF
 }
+[ "$mode" = bench ] && . "$(dirname "$0")/rails_bench.sh" # exits
 conf "$W/p.conf" prefill-r "[\"$DEV0\", \"$DEV2\"]" "listen_addr = \"0.0.0.0\"; listen_port = $port;"
 shape=(--rooms "$rooms" --buffers 8 --block-size 16384 --blocks-per-room 4 --window 16 --timeout 240)
 note "prefill on $DEV0+$DEV2, decode on $DEV1+$DEV3: $mode, $rooms rooms"
