@@ -201,7 +201,9 @@ def test_rank_devices_takes_every_form_of_sglangs_flag(tmp_path):
         ks.rank_devices(m, 7)
     a = Args()
     a.ib_device, a.gpu_id = m, 1
-    assert "rdma.devices=mlx5_2" in ks.engine_overrides("decode", a, {})
+    assert "rdma.device=mlx5_2" in ks.engine_overrides("decode", a, {})
+    a.gpu_id = 0
+    assert "rdma.devices=mlx5_0,mlx5_1" in ks.engine_overrides("decode", a, {})
 
 
 def test_peer_list_from_a_rank_ip_of_rails():

@@ -44,8 +44,9 @@ def engine_overrides(mode: str, kv_args: Any, env: Optional[Dict[str, str]] = No
             out.append(f"{key}={int(float(env[var]) * scale)}")
     devices = rank_devices(getattr(kv_args, "ib_device", None), getattr(kv_args, "gpu_id", 0))
     if devices:
-        # every device listed for this rank: a rail each (docs/sglang.md "Rails")
-        out.append(f"rdma.devices={devices}")
+        # one device keeps rdma.device's meaning (listen_addr, source_addr as
+        # set); several are a rail each (docs/sglang.md "Several NICs")
+        out.append(f"rdma.{'devices' if ',' in devices else 'device'}={devices}")
     if mode == "prefill":
         out.append("rdma.listen_port=0")
     out += [o.strip() for o in env.get("KVFERRY_OVERRIDES", "").split(";") if o.strip()]
