@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* kvferry: rooms across ranks: fan-out (one sender, n receivers) and fan-in (one
+ * receiver, m senders). Included by
+ * <kvferry/kvferry.h> (inside its extern "C"); include that one. */
+#ifndef KVFERRY_FAN_H
+#define KVFERRY_FAN_H
+
+#include <kvferry/kvferry.h>
+
+/*
+ * Rooms across ranks (docs/design.md, "Fan-out and fan-in"). At most
+ * KVF_FAN_MAX peers a room; a room of n peers takes n slots of
+ * engine.max_rooms (and counts as n in kvf_stats' rooms, created and
+ * released; its failure counts once in failures).
+ *
+ * Fan-out: one sender room serving n receivers (SGLang's
+ * required_dst_info_num: decode TP larger than prefill TP, MLA, where every
+ * decode rank holds the same latent KV). n is given here, not learned from
+ * the first ROOM_INFO: the prefill knows it before any decode rank asks,
+ * and a count learned late would let a rank that never comes go unnoticed.
+ * Each receiver joins with its own ROOM_INFO on its own connection,
+ * numbered in the order they joined (0 first). The room stays
+ * BOOTSTRAPPING until all n joined; the bootstrap deadline covers the
+ * missing ones and its failure says how many joined ("(2 of 3 joined)").
+ * Every chunk goes to every receiver, checked against that receiver's own
+ * lists (dst_offset into its list); a receiver that needs no data (a
+ * dummy: kvf_receiver_init_dummy) gets only the final write. SUCCESS when
+ * every receiver's final write completed. One receiver failing (its
+ * connection lost, its ABORT, a chunk it refuses, a deadline) fails the
+ * room, and every other receiver is told with ABORT; kvf_failure gives that
+ * first failure. Quiescent when every receiver's connection is.
+ * n = 1 is kvf_sender_create. Errors as kvf_sender_create, plus -EINVAL
+ * for n 0 or above KVF_FAN_MAX; -ENOSPC when fewer than n slots are free.
+ */
+#define KVF_FAN_MAX 64
+KVF_API int kvf_sender_create_fanout(kvf_engine *eng, uint64_t room_id, uint32_t n,
+				     kvf_room *out);
+
+/*
+ * Fan-in: one receiver room fed by m senders at peers[0..m-1] (SGLang's
+ * required_prefill_response_num: prefill TP larger than decode TP, or
+ * pipeline stages). kvf_receiver_init_regions sends the same ROOM_INFO to
+ * every sender, each of which must then cover the whole list (what it
+ * writes of each item, its heads or layers, is the geometry's business);
+ * kvf_receiver_init_part gives sender k a list of its own instead, so that
+ * without geometry the senders can write disjoint parts. SUCCESS when all m
+ * final writes landed; any failure fails the room and aborts the others;
+ * quiescent when every sender is. m = 1 is kvf_receiver_create. Errors as
+ * kvf_receiver_create, plus -EINVAL for m 0 or above KVF_FAN_MAX.
+ */
+KVF_API int kvf_receiver_create_fanin(kvf_engine *eng, uint64_t room_id,
+				      const char *const *peers, uint32_t m, kvf_room *out);
+
+#endif
