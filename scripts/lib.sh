@@ -11,10 +11,11 @@ KVF_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 # build backend, the tests' numpy host buffers and runner); scripts run
 # /usr/bin/python3 ($KVF_PY), whose packages these are.
 # abigail-tools: the unit suite's abi test (abidw/abidiff, tests/unit/abi_check.sh).
+# python3-mypy: tests/python/test_stubs.py (the extension's type stubs).
 KVF_PKGS_BUILD=(gcc meson ninja-build pkg-config libconfig-dev libcriterion-dev
 	libck-dev libibverbs-dev librdmacm-dev libssl-dev spin clang libclang-rt-14-dev libmicrohttpd-dev
 	python3-dev python3-mesonpy python3-numpy python3-pytest python3-pip
-	abigail-tools)
+	abigail-tools python3-mypy)
 # Debian's interpreter: PATH may find another python3 (pyenv, a venv) without
 # the packages above.
 KVF_PY=/usr/bin/python3

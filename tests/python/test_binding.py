@@ -290,7 +290,7 @@ def test_receiver_init_without_transport_fails_the_room(pooled):
         r.init(np.arange(4, dtype=np.int32))
     e = ei.value
     assert e.errno == errno.ENOTCONN
-    assert e.reason == "connect failed" and "10.0.0.1:18515" in e.detail
+    assert e.reason == "connect failed" and "10.0.0.1:18515" in str(e.detail)
     assert e.room_id == 3
     assert r.poll() == Poll.FAILED
     with pytest.raises(KVFerryError) as ei:
@@ -379,7 +379,7 @@ def test_index_outside_the_pool_fails_the_room(pooled):
         r.init(np.array([0, 16], dtype=np.int32))
     assert ei.value.errno == errno.ERANGE
     assert ei.value.reason == "bad request"
-    assert "[1] = 16" in ei.value.detail and "outside" in ei.value.detail
+    assert "[1] = 16" in str(ei.value.detail) and "outside" in str(ei.value.detail)
     assert r.poll() == Poll.FAILED
 
 

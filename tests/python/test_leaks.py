@@ -182,8 +182,9 @@ def test_region_calls():
         def f():
             reg = e.register_region("aux", bufs, 8, 8)
             e.unregister_region(reg)
-            for fn in (lambda: r.init_regions(lists, user), lambda: s.send_chunk(parts),
-                       s.user_data, lambda: s.peer_count(0)):
+            calls: tuple = (lambda: r.init_regions(lists, user), lambda: s.send_chunk(parts),
+                            s.user_data, lambda: s.peer_count(0))
+            for fn in calls:
                 try:
                     fn()
                 except KVFerryError:

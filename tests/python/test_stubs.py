@@ -1,0 +1,51 @@
+# SPDX-License-Identifier: Apache-2.0
+"""python/kvferry/_kvferry.pyi, the extension's type stubs, holds (issue 25):
+mypy's stubtest finds every name, method and argument of the built module in
+the stubs and nothing else, and mypy checks the binding's tests against them
+(a call with a wrong name, argument or type fails). Needs python3-mypy; a
+failure under CI=true when it is missing, a skip otherwise."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+# the tests of the binding itself (the backends' tests import packages mypy
+# would then check whole: kvferry.sglang, kvferry.vllm)
+BINDING_TESTS = ["test_binding.py", "test_fan.py", "test_leaks.py", "test_misuse.py",
+                 "test_regions.py", "test_wait.py"]
+
+
+def _mypy(*args, env=None):
+    try:
+        import mypy  # noqa: F401
+    except ImportError:
+        if os.environ.get("CI") in ("true", "1", "yes"):
+            pytest.fail("python3-mypy is not installed (scripts/lib.sh KVF_PKGS_BUILD)")
+        pytest.skip("python3-mypy is not installed")
+    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True,
+                          cwd=ROOT, env=env, timeout=600)
+
+
+def _env(tmp_path):
+    env = dict(os.environ)
+    env["MYPYPATH"] = os.path.join(ROOT, "python")  # the stubs, beside the sources
+    env["MYPY_CACHE_DIR"] = str(tmp_path / "cache")
+    return env
+
+
+def test_stubs_match_the_built_module(tmp_path):
+    import kvferry._kvferry as ext  # the built one, from PYTHONPATH
+
+    env = _env(tmp_path)
+    env["PYTHONPATH"] = os.path.dirname(os.path.dirname(ext.__file__))
+    r = _mypy("mypy.stubtest", "kvferry._kvferry", env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_the_binding_tests_type_check_against_the_stubs(tmp_path):
+    files = [os.path.join("tests", "python", f) for f in BINDING_TESTS]
+    r = _mypy("mypy", "--check-untyped-defs", "--ignore-missing-imports",
+              "--follow-imports=silent", *files, env=_env(tmp_path))
+    assert r.returncode == 0, r.stdout + r.stderr
