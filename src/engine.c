@@ -21,8 +21,8 @@
 #include "engine_impl.h"
 #include "metrics.h"
 #include "sized.h"
+#include "fault_ring.h"
 #if HAVE_RDMA
-#include "rdma/fault.h"
 #include "rdma/rails.h"
 #include "rdma/rdma.h"
 #endif
@@ -447,24 +447,10 @@ static void transport_counts(const kvf_engine *eng, struct kvf_stats *st)
 	memset(&ts, 0, sizeof(ts));
 	if (!eng->ops || !eng->ops->stats || eng->ops->stats(eng->t, &ts))
 		return;
-	st->staged_bytes = ts.staged_bytes;
-	st->staged_chunks = ts.staged_chunks;
-	st->stage_waits = ts.stage_waits;
-	st->stage_slots_busy = ts.stage_slots_busy;
-	st->wrs_posted = ts.wrs_posted;
-	st->doorbells = ts.doorbells;
-	st->completions = ts.completions;
-	st->poller_sleeps = ts.poller_sleeps;
-	st->connects = ts.connects;
-	st->connect_backoffs = ts.connect_backoffs;
-	st->conns_live = ts.conns_live;
-	st->conns_held = ts.conns_held;
-	st->keepalives_sent = ts.keepalives_sent;
-	st->keepalives_acked = ts.keepalives_acked;
-	st->keepalives_late = ts.keepalives_late;
-	st->auth_ok = ts.auth_ok;
+#define COPY(f) st->f = ts.f;
+	KVF_TRANSPORT_STATS_COPIED(COPY)
+#undef COPY
 	memcpy(st->auth_refused, ts.auth_refused, sizeof(ts.auth_refused));
-	st->auth_dropped = ts.auth_dropped;
 }
 
 int kvf_stats(const kvf_engine *eng, struct kvf_stats *out)

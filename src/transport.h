@@ -122,6 +122,14 @@ struct kvf_transport_stats {
 	uint64_t stage_copy_errors; /* copies that failed (the connection went) */
 };
 
+/* The counters of struct kvf_transport_stats that struct kvf_stats carries
+ * under the same name (engine.c copies them with this list). */
+#define KVF_TRANSPORT_STATS_COPIED(X) \
+	X(staged_bytes) X(staged_chunks) X(stage_waits) X(stage_slots_busy) X(wrs_posted) \
+	X(doorbells) X(completions) X(poller_sleeps) X(connects) X(connect_backoffs) \
+	X(conns_live) X(conns_held) X(keepalives_sent) X(keepalives_acked) \
+	X(keepalives_late) X(auth_ok) X(auth_dropped)
+
 struct kvf_transport_ops {
 	/* Register a region (id unused) and announce it in every HELLO from
 	 * now on; unregister one that no room uses. */

@@ -26,6 +26,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "fault_ring.h" /* the engine's ring hook, implemented in fault.c */
+
 struct ibv_send_wr;
 struct kvf_conn;
 
@@ -53,10 +55,6 @@ bool kvf_fault_send_wc(struct kvf_conn *c);
 /* CQ polling: true while a stall is on; polled(n) may start one. */
 bool kvf_fault_cq_stalled(uint64_t now);
 void kvf_fault_cq_polled(int n, uint64_t now);
-/* The engine's ring: true while it must not be drained; drained(n) may
- * start a hold. */
-bool kvf_fault_ring_held(uint64_t now);
-void kvf_fault_ring_drained(int n, uint64_t now);
 /* A chain about to be posted: an RDMA WRITE in it may get a wrong rkey. */
 void kvf_fault_post(struct ibv_send_wr *wr);
 
@@ -67,8 +65,6 @@ void kvf_fault_post(struct ibv_send_wr *wr);
 #define KVF_FAULT_SEND_WC(c) kvf_fault_send_wc(c)
 #define KVF_FAULT_CQ_STALLED(now) kvf_fault_cq_stalled(now)
 #define KVF_FAULT_CQ_POLLED(n, now) kvf_fault_cq_polled(n, now)
-#define KVF_FAULT_RING_HELD(now) kvf_fault_ring_held(now)
-#define KVF_FAULT_RING_DRAINED(n, now) kvf_fault_ring_drained(n, now)
 #define KVF_FAULT_POST(wr) kvf_fault_post(wr)
 
 #else
@@ -80,8 +76,6 @@ void kvf_fault_post(struct ibv_send_wr *wr);
 #define KVF_FAULT_SEND_WC(c) false
 #define KVF_FAULT_CQ_STALLED(now) false
 #define KVF_FAULT_CQ_POLLED(n, now) ((void)0)
-#define KVF_FAULT_RING_HELD(now) false
-#define KVF_FAULT_RING_DRAINED(n, now) ((void)0)
 #define KVF_FAULT_POST(wr) ((void)0)
 
 #endif
