@@ -18,7 +18,6 @@
 #include "auth.h"
 #include "clock.h"
 #include "log.h"
-#include "poller.h"
 #include "verbs.h"
 
 /* --------------------------------------------------- queue pair setup */
@@ -470,7 +469,7 @@ static struct rdma_cm_id *on_connect_request(struct kvf_rdma *t, struct rdma_cm_
 	c->hs.id = tmp.hs.id; /* the decode's nonce */
 	atomic_store(&c->state, KVF_CONN_CONNECTING);
 	set_id_options(c);
-	adopted = !kvf_poller_adopt(t, c);
+	adopted = !kvf_conn_adopt(t, c);
 	rc = adopted ? accept_qp_up(c) : 0;
 	if (!adopted || rc) {
 		if (c->qp)

@@ -422,6 +422,20 @@ static bool kill_one(struct kvf_conn *c, uint16_t reason, const char *why, bool 
 	return true;
 }
 
+/* Poller: into its poll list (the connections that have a CQ). */
+int kvf_conn_adopt(struct kvf_rdma *t, struct kvf_conn *c)
+{
+	struct kvf_conn **p = realloc(t->plist, (t->np + 1) * sizeof(*p));
+
+	if (!p)
+		return -ENOMEM;
+	t->plist = p;
+	kvf_conn_ref(c);
+	t->plist[t->np++] = c;
+	c->polled = true;
+	return 0;
+}
+
 /* PEER_LOST's text, naming the rail where there are several: the room
  * that fails by it says which device to look at. */
 static char *lost_text(const struct kvf_rdma *t, const char *why)

@@ -257,6 +257,8 @@ void kvf_conn_post_sq_drain_marker(struct kvf_conn *c);
 /* Once the scheduler let go: destroy the QP that could not be moved to
  * error (destroy_owed), and push the PEER_LOST that waited for it. */
 void kvf_conn_destroy_owed(struct kvf_conn *c);
+/* Poller: c joins the poll list (a reference for it); 0 or -ENOMEM. */
+int kvf_conn_adopt(struct kvf_rdma *t, struct kvf_conn *c);
 /* Post receive buffer slot. 0 or -errno. */
 int kvf_conn_post_recv(struct kvf_conn *c, uint32_t slot);
 

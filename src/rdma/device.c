@@ -29,19 +29,6 @@
 
 #define FRAME_CAP (64u * 1024u)
 
-void kvf_rdma_wake(struct kvf_rdma *t)
-{
-	uint64_t one = 1;
-
-	if (write(t->wake_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-		kvf_warn("rdma", "waking the poller: %s", strerror(errno));
-}
-
-void kvf_rdma_push(struct kvf_rdma *t, const struct kvf_event *ev)
-{
-	kvf_ring_push(t->ring, ev);
-}
-
 /* ============================================================ lifetime */
 
 void kvf_rdma_close(void *tp)

@@ -36,19 +36,6 @@ struct poller {
 	uint32_t hello_max_bufs;
 };
 
-int kvf_poller_adopt(struct kvf_rdma *t, struct kvf_conn *c)
-{
-	struct kvf_conn **p = realloc(t->plist, (t->np + 1) * sizeof(*p));
-
-	if (!p)
-		return -ENOMEM;
-	t->plist = p;
-	kvf_conn_ref(c);
-	t->plist[t->np++] = c;
-	c->polled = true;
-	return 0;
-}
-
 /* ------------------------------------------------------------ frames */
 
 static void on_hello(struct kvf_conn *c, const struct kvf_frame *f)
@@ -388,7 +375,7 @@ static void start_new_conns(struct kvf_rdma *t)
 	if (n == 64)
 		atomic_store(&t->new_conns, true); /* more next round */
 	for (uint32_t i = 0; i < n; i++) {
-		if (kvf_poller_adopt(t, fresh[i])) {
+		if (kvf_conn_adopt(t, fresh[i])) {
 			/* Not in the poll list, so housekeeping would never
 			 * unlink it: do it here. */
 			kvf_conn_teardown(fresh[i], KVF_FAIL_CONNECT, "out of memory");

@@ -10,12 +10,7 @@
 
 #include "rdma_internal.h"
 
-struct kvf_conn;
-
 /* pthread entry point; arg is the struct kvf_rdma. */
 void *kvf_poller_main(void *arg);
-
-/* Poller thread: start polling c's CQ (takes a reference). */
-int kvf_poller_adopt(struct kvf_rdma *t, struct kvf_conn *c);
 
 #endif
