@@ -46,6 +46,17 @@ for b in "$DRIVER" "$FAKE" "$BENCH"; do
 	[ -x "$b" ] || fail "not built: $b (meson compile -C $BUILD)"
 done
 
+# gid DEV: the index of its RoCE v2 ::ffff: GID (perftest -x)
+gid() { # RoCE v2 ::ffff: GID index of a device
+	local f
+	for f in /sys/class/infiniband/"$1"/ports/1/gids/*; do
+		case $(cat "$f" 2> /dev/null) in 0000:0000:0000:0000:0000:ffff:*)
+			[ "$(cat "/sys/class/infiniband/$1/ports/1/gid_attrs/types/${f##*/}" 2> /dev/null)" = "RoCE v2" ] &&
+				{ echo "${f##*/}"; return; } ;;
+		esac
+	done
+}
+
 # engine_conf FILE ID ROLE(prefill|decode) PORT [EXTRA KEYS] : a config
 # for one side. prefill listens on ADDR0 (DEV0); decode connects from ADDR1
 # (DEV1) to ADDR0:PORT. HB_MS/HB_MISSES/TOKEN/BOOTSTRAP_S override;

@@ -1,15 +1,6 @@
 # shellcheck shell=bash
 # Sourced by rails.sh for its bench mode (conf, W, DEV0..3, rooms set there):
 # ib_write_bw on each rail alone, kvferry-bench on 1 and 2 rails. Exits.
-gid() { # RoCE v2 ::ffff: GID index of a device
-	local f
-	for f in /sys/class/infiniband/"$1"/ports/1/gids/*; do
-		case $(cat "$f" 2> /dev/null) in 0000:0000:0000:0000:0000:ffff:*)
-			[ "$(cat "/sys/class/infiniband/$1/ports/1/gid_attrs/types/${f##*/}" 2> /dev/null)" = "RoCE v2" ] &&
-				{ echo "${f##*/}"; return; } ;;
-		esac
-	done
-}
 bw_one() { # SERVER-DEV CLIENT-DEV SERVER-ADDR PORT -> Gb/s
 	local gs gc out
 	gs=$(gid "$1") gc=$(gid "$2")

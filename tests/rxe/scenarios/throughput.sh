@@ -7,15 +7,6 @@
 #   throughput.sh BUILD DEV0 ADDR0 DEV1 ADDR1 [ROOMS]
 . "$(dirname "$0")/common.sh"
 rooms=${1:-300}
-gid() { # RoCE v2 ::ffff: GID index of a device
-	local f
-	for f in /sys/class/infiniband/"$1"/ports/1/gids/*; do
-		case $(cat "$f" 2> /dev/null) in 0000:0000:0000:0000:0000:ffff:*)
-			[ "$(cat "/sys/class/infiniband/$1/ports/1/gid_attrs/types/${f##*/}" 2> /dev/null)" = "RoCE v2" ] &&
-				{ echo "${f##*/}"; return; } ;;
-		esac
-	done
-}
 g0=$(gid "$DEV0") g1=$(gid "$DEV1")
 timeout -k 5 60 ib_write_bw -d "$DEV0" ${g0:+-x $g0} -u 18 -p 18791 -F --report_gbits -s 65536 -n 2000 \
 	> "$W/bw.server" 2>&1 &
