@@ -219,7 +219,7 @@ TESTS=(
 	"kvf_ranks_bench|400|\$repo/tests/rxe/scenarios/ranks.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 bench 64"
 	"kvf_rails_stream|300|\$repo/tests/rxe/scenarios/rails.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 stream 200"
 	"kvf_rails_bench|420|\$repo/tests/rxe/scenarios/rails.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 bench 150"
-	"kvf_rails_down|300|\$repo/tests/rxe/scenarios/rails.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 down 300"
+	"kvf_rails_down|300|\$repo/tests/rxe/scenarios/rails.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 down 600"
 	"kvf_throughput|300|\$repo/tests/rxe/scenarios/throughput.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 150"
 )
 

@@ -9,7 +9,9 @@
 #             link goes down (ip link set DEV2's netdev down): the rooms on
 #             rail 1 fail, each naming "rail 1", the others succeed, new
 #             rooms go to rail 0, every room ends (nothing pinned), and no
-#             byte is wrong in a room that succeeded.
+#             byte is wrong in a room that succeeded; 150 rooms later the
+#             link comes back, and rail 1 takes rooms again (a new
+#             connection on it by the end).
 #   bench N:  a figure: ib_write_bw on each rail alone, then kvferry-bench
 #             (two processes, N rooms of 64 x 2 x 16 KiB, then 32 checked)
 #             with --rails 1 and --rails 2 in the same run; the ratios.
@@ -51,11 +53,16 @@ if [ "$mode" = down ]; then
 	wait_lines "$W/decode.out" ' SUCCESS ' 30 120 ||
 		{ show "$W/decode.out" "$W/decode.log"; fail "the decode did not get 30 rooms in 120 s"; }
 	ip link set "$NET2" down || fail "ip link set $NET2 down"
-	note "$NET2 ($DEV2, rail 1 of the prefill) down after $(grep -c ' SUCCESS ' "$W/decode.out") rooms"
+	at=$(grep -c ' SUCCESS ' "$W/decode.out")
+	note "$NET2 ($DEV2, rail 1 of the prefill) down after $at rooms"
+	# rail 0 alone for 150 rooms, then rail 1 back for the rest
+	wait_lines "$W/decode.out" ' SUCCESS ' $((at + 150)) 180 ||
+		{ ip link set "$NET2" up; show "$W/decode.out" "$W/decode.log"; fail "rail 0 did not carry 150 rooms in 180 s"; }
+	ip link set "$NET2" up || fail "ip link set $NET2 up"
+	note "$NET2 up again after $(grep -c ' SUCCESS ' "$W/decode.out") rooms"
 fi
 wait "$dpid"
 drc=$?
-[ "$mode" = down ] && ip link set "$NET2" up
 wait "${CHILDREN[0]}" 2> /dev/null
 CHILDREN=()
 grep '^driver:' "$W/decode.out"
@@ -78,5 +85,10 @@ fi
 other=$(grep ' FAILED ' "$W/decode.out" | grep -vc 'rail 1')
 [ "$other" = 0 ] || { grep ' FAILED ' "$W/decode.out" | grep -v 'rail 1' | head -n 5; fail "$other rooms failed without naming rail 1"; }
 [ "$failed" -gt 0 ] || note "no room was on rail 1 when it went down (all moved or done)"
-[ "$ok" -gt 30 ] || fail "only $ok rooms succeeded: rail 0 did not carry on"
-pass "$ok rooms ok, $failed failed naming rail 1 after $NET2 went down, 0 wrong bytes; rail 0 $b0 bytes, rail 1 $b1 bytes"
+[ "$ok" -gt 180 ] || fail "only $ok rooms succeeded: rail 0 did not carry on"
+# back: rail 1 lost its connection and has a new one (made only by a room
+# sent on it after the port came back), its port up
+r1=$(grep '^driver: rail 1 ' "$W/decode.out")
+[ "$(val lost " $r1")" -ge 1 ] && [ "$(val live " $r1")" -ge 1 ] && [[ $r1 == *state=up* ]] ||
+	fail "rail 1 did not come back after $NET2 went up: $r1"
+pass "$ok rooms ok, $failed failed naming rail 1 while $NET2 was down, 0 wrong bytes; rail 1 back (new connection); rail 0 $b0 bytes, rail 1 $b1 bytes"
