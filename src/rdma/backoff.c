@@ -72,6 +72,13 @@ void kvf_backoff_ok(struct kvf_backoff *b, const char *peer)
 		memset(p, 0, sizeof(*p));
 }
 
+uint32_t kvf_backoff_fails(const struct kvf_backoff *b, const char *peer)
+{
+	const struct kvf_backoff_peer *p = find(b, peer);
+
+	return p ? p->fails : 0;
+}
+
 const struct kvf_backoff_peer *kvf_backoff_check(const struct kvf_backoff *b, const char *peer,
 						 uint64_t now)
 {

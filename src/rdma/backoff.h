@@ -37,6 +37,8 @@ void kvf_backoff_init(struct kvf_backoff *b, uint32_t base_ms, uint32_t max_ms);
 void kvf_backoff_failed(struct kvf_backoff *b, const char *peer, uint64_t now, const char *why);
 /* A connection to peer was established: the next failure waits base again. */
 void kvf_backoff_ok(struct kvf_backoff *b, const char *peer);
+/* Connects to peer failed in a row (0: none, or it connected since). */
+uint32_t kvf_backoff_fails(const struct kvf_backoff *b, const char *peer);
 /* The peer's entry when a connect to it must wait (now < its retry_ns),
  * else NULL: connect now. */
 const struct kvf_backoff_peer *kvf_backoff_check(const struct kvf_backoff *b, const char *peer,

@@ -549,6 +549,7 @@ void kvf_conn_set_established(struct kvf_conn *c, const char *how)
 		kvf_live_heard(&c->live, &c->t->watch, now); /* a later sign of it */
 		return;
 	}
+	atomic_store(&c->t->recovering, false); /* the rail carries rooms again */
 	/* Once: a keepalive may be in flight after this, and the one SQ entry
 	 * it has must not be given twice. */
 	kvf_live_start(&c->live, &c->t->watch,

@@ -99,6 +99,25 @@ static int check_backoff(struct kvf_rdma *t, const char *peer, const struct kvf_
 	return -ECONNREFUSED;
 }
 
+enum kvf_rail_peer kvf_rdma_rail_peer(void *tp, const char *peer)
+{
+	struct kvf_rdma *t = tp;
+	struct kvf_conn *c = kvf_sched_find_peer(t, peer);
+	/* A port that came back is doubted like a peer whose connects failed
+	 * until a connection is up on it again. */
+	uint32_t fails = kvf_backoff_fails(&t->backoff, peer) + atomic_load(&t->recovering);
+
+	if (c && atomic_load(&c->state) >= KVF_CONN_DEAD)
+		c = NULL; /* gone, not yet retired */
+	if (atomic_load(&t->dev_dead) || atomic_load(&t->port_down) ||
+	    (!c && kvf_backoff_check(&t->backoff, peer, kvf_monotonic_ns())))
+		return KVF_RAIL_PEER_REFUSED;
+	if (c)
+		return atomic_load(&c->state) == KVF_CONN_ESTABLISHED ? KVF_RAIL_PEER_UP :
+		       fails ? KVF_RAIL_PEER_RETRYING : KVF_RAIL_PEER_FIRST;
+	return fails ? KVF_RAIL_PEER_PROBE : KVF_RAIL_PEER_NEW;
+}
+
 /* The peer connection to peer: the live one, or a new QP group. *out is
  * the lead (the scheduler's own reference keeps it). */
 static int get_or_connect(struct kvf_rdma *t, const char *peer, const struct kvf_info_out *info,

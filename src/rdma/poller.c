@@ -313,8 +313,10 @@ static void on_async_event(struct kvf_rdma *t, const struct ibv_async_event *ae)
 	default:
 		if (ae->event_type == IBV_EVENT_COMM_EST)
 			on_comm_est(t, ae);
-		else if (ae->event_type == IBV_EVENT_PORT_ACTIVE && atomic_exchange(&t->port_down, false))
+		else if (ae->event_type == IBV_EVENT_PORT_ACTIVE && atomic_exchange(&t->port_down, false)) {
+			atomic_store(&t->recovering, true);
 			kvf_info("poller", "%s: the port is back, new rooms may use it", why);
+		}
 		else
 			kvf_info("poller", "%s", why);
 		break;

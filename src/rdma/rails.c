@@ -4,6 +4,7 @@
 #include "rails.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,10 +115,45 @@ static void op_region_unregister(void *tp, uint32_t id)
 		r->ops->region_unregister(r->t[k], id);
 }
 
-/* A room's rail: its id hashed over the rails both sides have, then the
- * next one that takes it. Only a refusal that sent nothing moves it on:
- * the rail's port is down (-ENETDOWN), its device dead (-ENODEV), its
- * peer in backoff (-ECONNREFUSED). */
+/* Whether a room whose own rail is first may go on rail k (the i-th tried):
+ * a rail connected, or connecting for the first time, takes it; one whose
+ * connects failed takes only the rooms of its own (i == 0) once its backoff
+ * is over, one at a time: that room is the probe a recovering rail needs,
+ * and the others go where a connection is up instead of failing with it. */
+static bool rail_takes(struct kvf_rails *r, uint32_t k, const char *addr, uint32_t i)
+{
+	switch (kvf_rdma_rail_peer(r->t[k], addr)) {
+	case KVF_RAIL_PEER_UP:
+	case KVF_RAIL_PEER_NEW:
+	case KVF_RAIL_PEER_FIRST:
+		return true;
+	case KVF_RAIL_PEER_PROBE:
+		return i == 0;
+	default:
+		return false;
+	}
+}
+
+/* The rail rail_takes() gives the room, else its own (which then refuses
+ * it with its reason, or has it wait on its connect). */
+static uint32_t pick_rail(struct kvf_rails *r, char (*addr)[KVF_PEER_ADDR_MAX], uint32_t n,
+			  uint32_t first)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t k = (first + i) % n;
+
+		if (rail_takes(r, k, addr[k], i)) {
+			r->skipped += i > 0;
+			return k;
+		}
+	}
+	return first;
+}
+
+/* A room's rail: its id hashed over the rails both sides have, moved by
+ * pick_rail off a rail that is failing. A refusal that sent nothing moves
+ * it on too: the rail's port is down (-ENETDOWN), its device dead
+ * (-ENODEV), its peer in backoff (-ECONNREFUSED). */
 static int op_send_room_info(void *tp, const char *peer, const struct kvf_info_out *info,
 			     uint32_t *conn)
 {
@@ -130,7 +166,7 @@ static int op_send_room_info(void *tp, const char *peer, const struct kvf_info_o
 	if (!m || !info)
 		return -EINVAL;
 	n = m < r->n ? m : r->n;
-	first = (uint32_t)(kvf_mix64(info->room_id) % n);
+	first = pick_rail(r, addr, n, (uint32_t)(kvf_mix64(info->room_id) % n));
 	for (uint32_t i = 0; i < n; i++) {
 		uint32_t k = (first + i) % n;
 

@@ -49,6 +49,18 @@ int kvf_rail_ipv4(const char *dev, char *out, size_t len);
 int kvf_rails_create(const struct kvf_config *cfg, char (*devs)[KVF_CFG_STR], uint32_t ndev,
 		     struct kvf_ring **rings, const struct kvf_transport_ops **ops, void **t);
 
+/* What one rail's transport knows of its connection to peer, for the
+ * choice of a room's rail (ops.c). */
+enum kvf_rail_peer {
+	KVF_RAIL_PEER_UP,       /* connected */
+	KVF_RAIL_PEER_NEW,      /* no connection and no failure: one may start */
+	KVF_RAIL_PEER_FIRST,    /* connecting, no failure before */
+	KVF_RAIL_PEER_PROBE,    /* no connection; connects failed, backoff over */
+	KVF_RAIL_PEER_RETRYING, /* connecting again after failures */
+	KVF_RAIL_PEER_REFUSED,  /* in connect backoff, port down or device dead */
+};
+enum kvf_rail_peer kvf_rdma_rail_peer(void *t, const char *peer);
+
 /* kvf_rdma_listen_addr of rail 0 (or of the one device). */
 int kvf_rails_listen_addr(const struct kvf_transport_ops *ops, void *t, char *host,
 			  size_t hostlen, uint16_t *port);

@@ -76,6 +76,9 @@ struct kvf_rdma {
 	atomic_bool dev_dead;         /* a device-fatal event: no new connections */
 	atomic_bool port_down;        /* poller: PORT_ERR seen, no PORT_ACTIVE since:
 	                                 new rooms go to another rail */
+	atomic_bool recovering;       /* poller: the port came back and no connection
+	                                 was established since: its next connect is
+	                                 a probe (rails.c), not where rooms pile up */
 	atomic_bool new_conns;        /* the scheduler added a connection to start */
 
 	/* Connection table: slot = id % KVF_MAX_CONNS, ids never reused.
