@@ -1,11 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* kvferry: rooms across ranks: fan-out (one sender, n receivers) and fan-in (one
  * receiver, m senders). Included by
- * <kvferry/kvferry.h> (inside its extern "C"); include that one. */
+ * <kvferry/kvferry.h> (inside its extern "C"); include that one
+ * (this one includes nothing: kvferry.h has what it needs before it). */
 #ifndef KVFERRY_FAN_H
 #define KVFERRY_FAN_H
-
-#include <kvferry/kvferry.h>
 
 /*
  * Rooms across ranks (docs/design.md, "Fan-out and fan-in"). At most

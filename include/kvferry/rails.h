@@ -1,10 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* kvferry's rails: an engine on several RDMA devices. Included by
- * <kvferry/kvferry.h>; include that one. */
+ * <kvferry/kvferry.h>; include that one
+ * (this one includes nothing: kvferry.h has what it needs before it). */
 #ifndef KVFERRY_RAILS_H
 #define KVFERRY_RAILS_H
-
-#include <kvferry/kvferry.h>
 
 /* ------------------------------------------------------------------- rails */
 

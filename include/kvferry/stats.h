@@ -1,11 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* kvferry: the counters and gauges (kvf_stats), the dump, and each room as seen from
  * outside (kvf_room_stats, kvf_room_list), as /metrics and /rooms serve them. Included by
- * <kvferry/kvferry.h> (inside its extern "C"); include that one. */
+ * <kvferry/kvferry.h> (inside its extern "C"); include that one
+ * (this one includes nothing: kvferry.h has what it needs before it). */
 #ifndef KVFERRY_STATS_H
 #define KVFERRY_STATS_H
-
-#include <kvferry/kvferry.h>
 
 /* Room in kvf_stats' per-enum arrays: the enums may grow up to these. */
 #define KVF_STATS_REASONS 16   /* failures[], by enum kvf_fail_reason */
