@@ -10,8 +10,10 @@
 #             rail 1 fail, each naming "rail 1", the others succeed, new
 #             rooms go to rail 0, every room ends (nothing pinned), and no
 #             byte is wrong in a room that succeeded; 150 rooms later the
-#             link comes back, and rail 1 takes rooms again (a new
-#             connection on it by the end).
+#             link comes back, and rail 1 gets probe rooms one at a time
+#             (at most one failed room per connect attempt); whether it
+#             reconnects is reported (soft-RoCE's device may not receive
+#             again after the bounce: see the end of this file).
 #   bench N:  a figure: ib_write_bw on each rail alone, then kvferry-bench
 #             (two processes, N rooms of 64 x 2 x 16 KiB, then 32 checked)
 #             with --rails 1 and --rails 2 in the same run; the ratios.
