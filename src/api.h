@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* What the API's files share (api.c: create, init, send; api_room.c:
- * poll, abort, release, fan-out and fan-in). Scheduler thread only. */
+/* What the API's files share (api.c: create, init; api_send.c: send;
+ * api_room.c: poll, abort, release, fan-out and fan-in). Scheduler thread
+ * only. */
 #ifndef KVF_API_H
 #define KVF_API_H
 
@@ -9,6 +10,9 @@
 
 #include "fan.h"
 #include "engine_impl.h"
+
+/* The region the calls of earlier versions name (kvf_pool_register). */
+#define KVF_API_KV_REGION "kv"
 
 /* A handle's room, or NULL when the handle is stale or out of range, or
  * names a fan's member slot (no handle of the API does). */
@@ -55,5 +59,14 @@ bool kvf_api_peer_valid(const char *peer);
 /* The index of peer in the engine's peers (added on first use). Returns 0,
  * -ENOSPC or -ENOMEM. */
 int kvf_api_peer_intern(kvf_engine *eng, const char *peer, uint16_t *idx);
+
+/* -ERANGE and the room FAILED (BAD_REQUEST) when an item is outside its
+ * region. what: "list" (receiver) or "chunk part" (sender). */
+int kvf_api_check_items(kvf_engine *eng, struct kvf_slot *r, const char *what, uint32_t k,
+			uint32_t region, const uint32_t *items, uint32_t n);
+
+/* A sender room whose receivers' ROOM_INFOs all arrived, or the error
+ * saying why not (-EINVAL, -EAGAIN, -ECANCELED). */
+int kvf_api_sender_info(kvf_engine *eng, kvf_room room, struct kvf_slot **out);
 
 #endif

@@ -162,6 +162,7 @@ int kvf_quiescent(kvf_engine *eng, kvf_room room)
 int kvf_release(kvf_engine *eng, kvf_room room)
 {
 	struct kvf_slot *r = kvf_api_room(eng, room);
+	bool held;
 
 	if (!r)
 		return -EINVAL;
@@ -171,9 +172,11 @@ int kvf_release(kvf_engine *eng, kvf_room room)
 		if (!kvf_terminal(m) || !(m->flags & KVF_RF_QUIESCENT))
 			return -EBUSY;
 	}
+	held = kvf_clock_hold(eng);
 	if (r->fan)
 		kvf_fan_release(eng, r);
 	else
 		kvf_room_free(eng, r, true);
+	kvf_clock_drop(eng, held);
 	return 0;
 }

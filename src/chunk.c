@@ -5,6 +5,11 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+/* The bits follow the lists: both sizes keep them 8-byte aligned. */
+_Static_assert(sizeof(struct kvf_chunks) % 8 == 0 && sizeof(struct kvf_chunk_list) % 8 == 0,
+	       "kvf_chunks' bits must be aligned");
 
 static size_t words(uint32_t n)
 {
@@ -19,14 +24,17 @@ static bool bit(const uint64_t *b, uint32_t i)
 struct kvf_chunks *kvf_chunks_new(const struct kvf_peer_info *pi, const struct kvf_regions *rs,
 				  uint32_t *mask)
 {
-	size_t nw = 0, at = 0;
+	size_t nw = 0, head = sizeof(struct kvf_chunks) + pi->nlists * sizeof(struct kvf_chunk_list);
 	struct kvf_chunks *cs;
+	uint64_t *bits;
 
 	for (uint32_t k = 0; k < pi->nlists; k++)
 		nw += words(pi->lists[k].n);
-	cs = calloc(1, sizeof(*cs) + nw * sizeof(uint64_t));
+	cs = malloc(head + nw * sizeof(uint64_t));
 	if (!cs)
 		return NULL;
+	bits = (uint64_t *)((char *)cs + head); /* head is a multiple of 8 */
+	memset(bits, 0, nw * sizeof(uint64_t));
 	*mask = 0;
 	cs->nlists = pi->nlists;
 	for (uint32_t k = 0; k < pi->nlists; k++) {
@@ -35,8 +43,9 @@ struct kvf_chunks *kvf_chunks_new(const struct kvf_peer_info *pi, const struct k
 		l->local = kvf_regions_find(rs, pi->lists[k].name);
 		if (l->local != KVF_NO_REGION)
 			*mask |= 1u << l->local;
-		l->sent = cs->bits + at;
-		at += words(pi->lists[k].n);
+		l->done = 0;
+		l->sent = bits;
+		bits += words(pi->lists[k].n);
 	}
 	return cs;
 }

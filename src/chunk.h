@@ -20,13 +20,14 @@
 struct kvf_chunk_list {
 	uint32_t local;  /* our region of the list's name, KVF_NO_REGION if none */
 	uint32_t done;   /* entries sent */
-	uint64_t *sent;  /* a bit per entry, into kvf_chunks.bits */
+	uint64_t *sent;  /* a bit per entry, in the same allocation, after l[] */
 };
 
+/* Sized to the ROOM_INFO (one allocation: the lists, then their bits): a
+ * room's bookkeeping is a few dozen bytes, not a table of every list. */
 struct kvf_chunks {
 	uint32_t nlists; /* = the ROOM_INFO's */
-	struct kvf_chunk_list l[KVF_INFO_MAX_LISTS];
-	uint64_t bits[];
+	struct kvf_chunk_list l[];
 };
 
 /* The bookkeeping of pi's lists, each mapped by name to our region of rs.

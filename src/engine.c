@@ -432,7 +432,10 @@ int kvf_progress(kvf_engine *eng)
 	n = kvf_guard_enter(eng, "kvf_progress");
 	if (n)
 		return n;
+	bool held = kvf_clock_hold(eng);
+
 	n = progress(eng);
+	kvf_clock_drop(eng, held);
 	kvf_guard_leave(eng);
 	return n;
 }

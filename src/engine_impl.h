@@ -30,6 +30,7 @@ struct kvf_engine {
 	struct kvf_config cfg;
 	uint64_t (*now_fn)(void *arg);
 	void *now_arg;
+	uint64_t now_held;        /* != 0: the time of the call in progress */
 
 	struct kvf_slot *slots;
 	uint32_t nslots;
@@ -98,6 +99,25 @@ static inline struct kvf_slot *kvf_room_at(const struct kvf_engine *eng, uint32_
 		return NULL;
 	r = &eng->slots[slot];
 	return kvf_live(r) && ((r->gen ^ gen) & gen_mask) == 0 ? r : NULL;
+}
+
+/* The clock read once for a whole call (kvf_progress, a send, a create, a
+ * release): every timestamp and deadline the call sets is the call's time,
+ * and a room's life reads the clock a few times instead of a dozen. Nests:
+ * only the outermost hold drops it. A held 0 reads as not held (a test
+ * clock may start at 0), which only costs a read. */
+static inline bool kvf_clock_hold(struct kvf_engine *eng)
+{
+	if (eng->now_held)
+		return false;
+	eng->now_held = eng->now_fn(eng->now_arg);
+	return true;
+}
+
+static inline void kvf_clock_drop(struct kvf_engine *eng, bool held)
+{
+	if (held)
+		eng->now_held = 0;
 }
 
 /* What last happened to the room, and when (kvf_dump, /rooms). */

@@ -16,7 +16,7 @@
 
 uint64_t kvf_now(const struct kvf_engine *eng)
 {
-	return eng->now_fn(eng->now_arg);
+	return eng->now_held ? eng->now_held : eng->now_fn(eng->now_arg);
 }
 
 /* ---------------------------------------------------------------- deadlines */
@@ -496,6 +496,7 @@ int kvf_room_new(struct kvf_engine *eng, uint64_t id, enum kvf_role role, bool m
 {
 	struct kvf_slot *r;
 	uint32_t slot;
+	bool held;
 	int rc;
 
 	if (!eng->nfree)
@@ -517,9 +518,11 @@ int kvf_room_new(struct kvf_engine *eng, uint64_t id, enum kvf_role role, bool m
 	r->fail_reason = KVF_FAIL_NONE;
 	r->fail_deadline = KVF_DL_NONE; /* kvf_failure reports it even when not failed */
 	memset(kvf_obs(eng, r), 0, sizeof(struct kvf_room_obs));
+	held = kvf_clock_hold(eng);
 	kvf_room_last(eng, r, KVF_LAST_CREATED);
 	r->created_ns = kvf_now(eng);
 	kvf_room_transition(eng, r, KVF_BOOTSTRAPPING); /* from KVF_ROOM_FREE */
+	kvf_clock_drop(eng, held);
 	eng->st.created++;
 	*out = r;
 	return 0;
