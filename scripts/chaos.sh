@@ -12,7 +12,8 @@
 # --json: the JSON document on stdout, the table on stderr.
 # --soak N: instead of the matrix, N rooms with the faults that leave the
 #   connection up, at low rates (KVF_SOAK_TEARDOWNS=1 adds corrupt, qp_error
-#   and bad_rkey: docs/chaos.md says why that run stalls); RSS, fds and heap sampled every 10,000 rooms
+#   and bad_rkey, the prefill then following the decode's requests:
+#   docs/chaos.md); RSS, fds and heap sampled every 10,000 rooms
 #   (KVF_SOAK_SAMPLE_EVERY), checked flat from the first sample past 10,000
 #   rooms to the last.
 # Build dir: KVF_FAULT_BUILD_DIR (default build-fault; made with

@@ -33,6 +33,10 @@
  * driver can exit). Without it, every room is run.
  * --pace-ms M: create a room at most every M ms (a decode that outlives a
  *   peer's absence, for the reconnect scenario).
+ * --follow S (prefill): create a room when the decode asks for it (its
+ *   ROOM_INFO parked), not when the window has room; a room the decode went
+ *   past is created and aborted ("passed=N" in the chaos line); after S s
+ *   with nothing asked, on our own (the soak with teardowns).
  * "driver: conns connects=N backoffs=N held_max=N live=N": the engine's
  *   connection counters at the end (kvf_stats), and the most connections
  *   holding their buffers at once, sampled at each terminal room; then
@@ -102,7 +106,7 @@ struct opts {
 	double timeout_s, stop_on_lost, linger;
 	uint32_t abort_every, kill_after, sample_every;
 	bool abort_at_create, leak_check;
-	double start_delay, deadline, clock_scale, pace_ms;
+	double start_delay, deadline, clock_scale, pace_ms, follow_s;
 	double stall_ms;
 	uint32_t stall_after;
 };
@@ -202,7 +206,7 @@ static void usage(void)
 		"  [--window W] [--timeout S] [--ready-file PATH] [--stop-on-lost S] [--linger S]\n"
 		"  [--abort-every N] [--abort-at create|wait] [--start-delay S] [--kill-after N]\n"
 		"  [--deadline S] [--clock-scale X] [--leak-check] [--sample-every N] [--pace-ms M]\n"
-		"  [--stall-ms N --stall-after K]\n"
+		"  [--stall-ms N --stall-after K] [--follow S]\n"
 		"       kvf_driver --now\n");
 	exit(1);
 }
@@ -244,6 +248,7 @@ static void parse(int argc, char **argv, struct opts *o)
 			o->abort_at_create = !strcmp(v, "create");
 		else if (!strcmp(a, "--start-delay")) o->start_delay = atof(v);
 		else if (!strcmp(a, "--pace-ms")) o->pace_ms = atof(v);
+		else if (!strcmp(a, "--follow")) o->follow_s = atof(v);
 		else if (!strcmp(a, "--kill-after")) o->kill_after = (uint32_t)strtoul(v, NULL, 0);
 		else if (!strcmp(a, "--deadline")) o->deadline = atof(v);
 		else if (!strcmp(a, "--clock-scale")) o->clock_scale = atof(v);
@@ -312,6 +317,8 @@ struct run {
 	bool prefill, stopping, ready, stalled;
 	struct held base;  /* --leak-check: at the first terminal room */
 	uint32_t next, lo, ok, failed, released, bad_total, stuck, terminal, aborted;
+	uint32_t passed;     /* --follow: rooms the decode went past (aborted at creation) */
+	double follow_since; /* --follow: when the prefill began waiting for room next */
 	uint32_t last_count; /* terminal + created at the last turn */
 	uint32_t by_reason[KVF_FAIL_NUM];
 	double t0, lost_at;
@@ -395,6 +402,46 @@ static void write_ready(struct run *R)
 	printf("driver: ready t=%.6f\n", kvt_mono());
 }
 
+/* Whether the decode asked for room i (its ROOM_INFO or ABORT is parked). */
+static bool asked(struct run *R, uint32_t i)
+{
+	uint32_t len;
+
+	return kvf_sender_pending(R->eng, R->o->first_id + i, NULL, 0, &len) != 0;
+}
+
+/* --follow S (prefill): create room i when the decode asks for it, as a
+ * serving engine's prefill gets a request when its decode does, instead of
+ * when our own window has room: two sides that each pace themselves drift
+ * apart after a teardown and never meet again (docs/chaos.md, "The soak").
+ * 1: create it; 0: not yet; -1: the decode went past it (a later room was
+ * asked for 0.5 s ago and this one never was: its ROOM_INFO died with a
+ * connection, or the decode's room failed first); it is created and
+ * aborted, as a router's cancel would. Past S seconds of waiting: created
+ * anyway, and so are the rest (the decode is gone). */
+static int follow(struct run *R, uint32_t i)
+{
+	struct opts *o = R->o;
+	double now = kvt_mono();
+	bool later = false;
+
+	if (!R->prefill || o->follow_s <= 0 || asked(R, i))
+		return 1;
+	if (!R->follow_since)
+		R->follow_since = now;
+	if (now - R->follow_since > o->follow_s) {
+		printf("driver: follow: nothing asked for room %u in %.0f s: creating on our own\n",
+		       i, o->follow_s);
+		o->follow_s = 0; /* the decode is gone: one wait, not one per room */
+		return 1;
+	}
+	for (uint32_t j = i + 1; j < o->rooms && j < i + o->window && !later; j++)
+		later = asked(R, j);
+	if (!later)
+		return 0;
+	return now - R->follow_since > 0.5 ? -1 : 0;
+}
+
 /* Create while the window allows. */
 static int create_rooms(struct run *R)
 {
@@ -403,11 +450,15 @@ static int create_rooms(struct run *R)
 	while (!R->stopping && R->next < o->rooms &&
 	       (R->next < o->window || R->rooms[R->next - o->window].st == 3)) {
 		struct room *r = &R->rooms[R->next];
-		int rc;
+		int rc, go;
 
 		if (o->pace_ms > 0 && R->next &&
 		    kvt_mono() < R->rooms[R->next - 1].created + o->pace_ms / 1000)
 			break;
+		go = follow(R, R->next);
+		if (go == 0)
+			break;
+		R->follow_since = 0;
 		rc = create_one(R, R->next);
 
 		if (rc) {
@@ -419,6 +470,12 @@ static int create_rooms(struct run *R)
 		r->created = kvt_mono();
 		if (o->abort_at_create)
 			maybe_abort(R, R->next);
+		if (go < 0 && !r->aborted) {
+			r->aborted = true;
+			R->aborted++;
+			R->passed++;
+			kvf_abort(R->eng, r->h);
+		}
 		R->next++;
 		if (R->next == o->window)
 			write_ready(R);
@@ -647,8 +704,8 @@ static int run_rooms(struct run *R)
 {
 	struct opts *o = R->o;
 
-	if (o->start_delay > 0)
-		write_ready(R);
+	if (o->start_delay > 0 || (R->prefill && o->follow_s > 0))
+		write_ready(R); /* --follow: nothing is created before the decode asks */
 	for (double until = kvt_mono() + o->start_delay; kvt_mono() < until;)
 		kvf_progress(R->eng);
 	for (;;) {
@@ -707,10 +764,10 @@ static void chaos_line(struct run *R)
 			       R->o->first_id + i, r->done ? "terminal" : "still live", late);
 		}
 	}
-	printf("driver: chaos role=%s rooms=%u created=%u ok=%u failed=%u aborted=%u pinned=%u "
-	       "unfinished=%u worst_late=%.3f worst_life=%.3f bad_words=%u\n", R->o->role,
-	       R->o->rooms, R->next, R->ok, R->failed, R->aborted, pinned, unfinished,
-	       worst > 0 ? worst : 0, life, R->bad_total);
+	printf("driver: chaos role=%s rooms=%u created=%u ok=%u failed=%u aborted=%u passed=%u "
+	       "pinned=%u unfinished=%u worst_late=%.3f worst_life=%.3f bad_words=%u\n",
+	       R->o->role, R->o->rooms, R->next, R->ok, R->failed, R->aborted, R->passed, pinned,
+	       unfinished, worst > 0 ? worst : 0, life, R->bad_total);
 }
 
 static void summary(struct run *R)

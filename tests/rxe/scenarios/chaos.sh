@@ -57,14 +57,16 @@ soak) # the faults that leave the connection up, at low rates, for a long
 	# run; KVF_SOAK_TEARDOWNS=1 adds the three whose designed response is a
 	# teardown (corrupt, qp_error, bad_rkey), with the decode's
 	# receiver-waiting deadline (45 s) above the prefill's bootstrap (30 s)
-	# so that after a teardown the drivers' windows can meet again; it still
-	# stalls (docs/chaos.md, "The soak")
+	# so that after a teardown the drivers' windows can meet again, and the
+	# prefill following the decode's requests (kvf_driver --follow: two
+	# self-paced windows drift apart for good; docs/chaos.md, "The soak")
 	D=(--abort-every 7 --abort-at wait --sample-every "${KVF_SOAK_SAMPLE_EVERY:-10000}")
 	P=(--sample-every "${KVF_SOAK_SAMPLE_EVERY:-10000}")
 	PF=drop:ABORT:0.01,dup:ROOM_INFO:0.005,delay:any:0.005:20ms,reorder:ABORT_ACK:0.01,stall_cq:20ms:0.0005,ring_full:20ms:0.0005
 	DF=drop:ABORT_ACK:0.01,dup:ABORT:0.01,delay:any:0.005:20ms,reorder:ABORT:0.01,stall_cq:20ms:0.0005,ring_full:20ms:0.0005
 	if [ "${KVF_SOAK_TEARDOWNS:-0}" = 1 ]; then
 		PF+=,corrupt:ABORT:0.0005,qp_error:every:30000,bad_rkey:0.00005
+		P+=(--follow 30) # the prefill creates what the decode asks for
 		DL=("${DL[@]/deadlines.receiver_waiting_s=5/deadlines.receiver_waiting_s=45}")
 		bound=60 # receiver_waiting 45 + inflight 5 + quiesce 5, and slack
 	fi ;;

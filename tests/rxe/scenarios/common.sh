@@ -14,7 +14,9 @@ BIN=$BUILD/tests/rxe
 DRIVER=$BIN/kvf_driver
 FAKE=$BIN/fake_peer
 BENCH=$BUILD/tools/kvferry-bench
-W=$(mktemp -d "/tmp/kvf-$KVF_SCEN.XXXXXX")
+# KVF_SCEN_KEEP=DIR: the work dir (configs, the processes' .out and .log)
+# goes under DIR and stays (a guest's /tmp is gone when it stops)
+W=$(mktemp -d "${KVF_SCEN_KEEP:-/tmp}/kvf-$KVF_SCEN.XXXXXX")
 ulimit -l unlimited 2> /dev/null || true
 CHILDREN=()
 
