@@ -418,7 +418,7 @@ static bool asked(struct run *R, uint32_t i)
  * asked for 0.5 s ago and this one never was: its ROOM_INFO died with a
  * connection, or the decode's room failed first); it is created and
  * aborted, as a router's cancel would. Past S seconds of waiting: created
- * anyway, and so are the rest (the decode is gone). */
+ * anyway (a decode that is gone: the driver's --timeout ends the run). */
 static int follow(struct run *R, uint32_t i)
 {
 	struct opts *o = R->o;
@@ -430,9 +430,8 @@ static int follow(struct run *R, uint32_t i)
 	if (!R->follow_since)
 		R->follow_since = now;
 	if (now - R->follow_since > o->follow_s) {
-		printf("driver: follow: nothing asked for room %u in %.0f s: creating on our own\n",
-		       i, o->follow_s);
-		o->follow_s = 0; /* the decode is gone: one wait, not one per room */
+		printf("driver: follow: nothing asked for room %u in %.0f s (t=%.3f): creating it\n",
+		       i, o->follow_s, now);
 		return 1;
 	}
 	for (uint32_t j = i + 1; j < o->rooms && j < i + o->window && !later; j++)
