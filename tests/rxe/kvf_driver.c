@@ -319,6 +319,8 @@ struct run {
 	uint32_t next, lo, ok, failed, released, bad_total, stuck, terminal, aborted;
 	uint32_t passed;     /* --follow: rooms the decode went past (aborted at creation) */
 	double follow_since; /* --follow: when the prefill began waiting for room next */
+	double follow_look;  /* --follow: when it last looked for later rooms asked */
+	uint32_t pass_until; /* --follow: the rooms before it the decode went past */
 	uint32_t last_count; /* terminal + created at the last turn */
 	uint32_t by_reason[KVF_FAIL_NUM];
 	double t0, lost_at;
@@ -402,6 +404,9 @@ static void write_ready(struct run *R)
 	printf("driver: ready t=%.6f\n", kvt_mono());
 }
 
+/* --follow: how far past the awaited room to look for one the decode asked for */
+#define FOLLOW_SCAN 4096
+
 /* Whether the decode asked for room i (its ROOM_INFO or ABORT is parked). */
 static bool asked(struct run *R, uint32_t i)
 {
@@ -414,10 +419,11 @@ static bool asked(struct run *R, uint32_t i)
  * serving engine's prefill gets a request when its decode does, instead of
  * when our own window has room: two sides that each pace themselves drift
  * apart after a teardown and never meet again (docs/chaos.md, "The soak").
- * 1: create it; 0: not yet; -1: the decode went past it (a later room was
- * asked for 0.5 s ago and this one never was: its ROOM_INFO died with a
- * connection, or the decode's room failed first); it is created and
- * aborted, as a router's cancel would. Past S seconds of waiting: created
+ * 1: create it; 0: not yet; -1: the decode went past it (after 0.5 s of
+ * waiting, a later room, up to FOLLOW_SCAN past it, was asked for and this
+ * one still is not: its ROOM_INFO died with a connection, or the decode's
+ * room failed first); it and every room up to that later one are created
+ * and aborted, as a router's cancel would. Past S seconds of waiting: created
  * anyway (a decode that is gone: the driver's --timeout ends the run). */
 static int follow(struct run *R, uint32_t i)
 {
@@ -427,6 +433,8 @@ static int follow(struct run *R, uint32_t i)
 
 	if (!R->prefill || o->follow_s <= 0 || asked(R, i))
 		return 1;
+	if (i < R->pass_until)
+		return -1; /* the decode is past it: found for an earlier room */
 	if (!R->follow_since)
 		R->follow_since = now;
 	if (now - R->follow_since > o->follow_s) {
@@ -434,8 +442,18 @@ static int follow(struct run *R, uint32_t i)
 		       i, o->follow_s, now);
 		return 1;
 	}
-	for (uint32_t j = i + 1; j < o->rooms && j < i + o->window && !later; j++)
-		later = asked(R, j);
+	/* A teardown fails every decode room on the connection and the decode
+	 * goes on: the next one asked can be hundreds of rooms past i. Looked
+	 * for every 50 ms only, the lookups are what an idle loop can spare. */
+	if (now - R->follow_look < 0.05)
+		return 0;
+	R->follow_look = now;
+	for (uint32_t j = i + 1; j < o->rooms && j < i + FOLLOW_SCAN && !later; j++)
+		if (asked(R, j)) {
+			later = true;
+			if (now - R->follow_since > 0.5)
+				R->pass_until = j; /* every room before j, at once */
+		}
 	if (!later)
 		return 0;
 	return now - R->follow_since > 0.5 ? -1 : 0;
