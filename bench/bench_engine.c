@@ -69,7 +69,7 @@ static void die(const char *what, int rc)
 
 static struct kvf_peer_info *make_info(uint64_t id)
 {
-	struct kvf_peer_info *pi = calloc(1, sizeof(*pi) + NBLOCKS * sizeof(uint32_t));
+	struct kvf_peer_info *pi = kvf_peer_info_alloc(NBLOCKS);
 
 	if (!pi)
 		die("malloc", -ENOMEM);

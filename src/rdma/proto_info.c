@@ -103,7 +103,7 @@ int kvf_proto_decode_info(const void *buf, size_t len, const struct kvf_proto_li
 	rc = info_lists(p, len, nlists, lim, NULL, &nids, detail, dlen);
 	if (rc)
 		return rc;
-	pi = calloc(1, sizeof(*pi) + (size_t)nids * sizeof(pi->ids[0]));
+	pi = kvf_peer_info_alloc(nids);
 	if (!pi)
 		BAD(-ENOMEM, "no memory for a ROOM_INFO of %" PRIu32 " items", nids);
 	pi->room_id = room_id;

@@ -223,7 +223,7 @@ static inline void push_info_lists(kvf_engine *eng, uint64_t id, uint32_t conn,
 
 	for (uint32_t k = 0; k < nlists; k++)
 		nids += lists[k].n;
-	pi = calloc(1, sizeof(*pi) + nids * sizeof(uint32_t));
+	pi = kvf_peer_info_alloc(nids);
 	pi->room_id = id;
 	pi->recv_handle = recv_handle;
 	pi->peer = conn;
