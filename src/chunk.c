@@ -58,13 +58,35 @@ int kvf_chunks_list(const struct kvf_chunks *cs, uint32_t region)
 	return -1;
 }
 
-/* The first entry of [off, off + n) already sent, or UINT32_MAX. */
+/* Bits [lo, hi) of one word, 0 <= lo < hi <= 64. */
+static uint64_t span(uint32_t lo, uint32_t hi)
+{
+	return (hi == 64 ? ~0ull : (1ull << hi) - 1) & ~((1ull << lo) - 1);
+}
+
+/* The first entry of [off, off + n) already sent, or UINT32_MAX; a word at
+ * a time (a room's lists run to thousands of pages). */
 static uint32_t first_sent(const uint64_t *b, uint32_t off, uint32_t n)
 {
-	for (uint32_t i = off; i < off + n; i++)
-		if (bit(b, i))
-			return i;
+	for (uint32_t i = off, end = off + n; i < end;) {
+		uint32_t w = i / 64, hi = end - w * 64 < 64 ? end - w * 64 : 64;
+		uint64_t hit = b[w] & span(i % 64, hi);
+
+		if (hit)
+			return w * 64 + (uint32_t)__builtin_ctzll(hit);
+		i = (w + 1) * 64;
+	}
 	return UINT32_MAX;
+}
+
+static void mark_sent(uint64_t *b, uint32_t off, uint32_t n)
+{
+	for (uint32_t i = off, end = off + n; i < end;) {
+		uint32_t w = i / 64, hi = end - w * 64 < 64 ? end - w * 64 : 64;
+
+		b[w] |= span(i % 64, hi);
+		i = (w + 1) * 64;
+	}
 }
 
 int kvf_chunks_take(struct kvf_chunks *cs, const struct kvf_peer_info *pi,
@@ -98,8 +120,7 @@ int kvf_chunks_take(struct kvf_chunks *cs, const struct kvf_peer_info *pi,
 				 p->dst_offset, p->dst_offset + p->n - 1, dup);
 			return -EMSGSIZE;
 		}
-		for (uint32_t e = p->dst_offset; e < p->dst_offset + p->n; e++)
-			l->sent[e / 64] |= 1ull << (e % 64);
+		mark_sent(l->sent, p->dst_offset, p->n);
 		l->done += p->n;
 		out[i] = (struct kvf_xfer_part){ .region = p->region, .peer_region = pl->peer_region,
 						 .n = p->n, .src = p->src,

@@ -15,11 +15,11 @@ static void *bufs3[3] = { mem[0], mem[1], mem[2] };
 static const uint64_t sizes3[3] = { 8, 16, 4 };
 static const uint32_t src[16] = { 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15 };
 
-/* A sender room whose receiver asked for 10 kv items and 1 aux item. */
-static kvf_room ready_sender(uint64_t id, uint32_t *aux)
+/* A sender room whose receiver asked for nkv kv items and 1 aux item. */
+static kvf_room ready_sender_n(uint64_t id, uint32_t *aux, uint32_t nkv)
 {
 	struct kvf_region_desc d = KVF_REGION_DESC_INIT;
-	struct fake_list fl[2] = { { "kv", 10 }, { "aux", 1 } };
+	struct fake_list fl[2] = { { "kv", nkv }, { "aux", 1 } };
 	kvf_room h;
 
 	d.name = "aux";
@@ -34,6 +34,11 @@ static kvf_room ready_sender(uint64_t id, uint32_t *aux)
 	kvf_progress(eng);
 	cr_assert_eq(kvf_poll(eng, h), KVF_WAITING_FOR_INPUT);
 	return h;
+}
+
+static kvf_room ready_sender(uint64_t id, uint32_t *aux)
+{
+	return ready_sender_n(id, aux, 10);
 }
 
 static struct kvf_chunk_part part(uint32_t region, uint32_t off, uint32_t n)
@@ -122,6 +127,47 @@ Test(chunk, overrun_overlap_and_gap_fail_the_room_saying_which)
 	p[0] = part(0, 0, 10);
 	cr_assert_eq(kvf_sender_send_chunk(eng, h, p, 1, KVF_SEND_LAST), -EMSGSIZE);
 	expect_bad(h, "region 'aux'", "entries 0..0 of the receiver's 1 unsent");
+}
+
+/* A list of 150 entries is three words of sent bits: ranges that start,
+ * end or overlap inside a word and across words. */
+Test(chunk, ranges_across_bitmap_words_are_checked_and_marked_whole)
+{
+	static uint32_t s150[150];
+	uint32_t aux;
+	kvf_room h = ready_sender_n(7, &aux, 150);
+	struct kvf_chunk_part p[2];
+
+	for (uint32_t i = 0; i < 150; i++)
+		s150[i] = i % 16;
+	p[0] = (struct kvf_chunk_part){ 0, 60, 10, s150 };
+	cr_assert_eq(kvf_sender_send_chunk(eng, h, p, 1, 0), 0);
+	push_wc(eng, h, 0);
+	p[0] = (struct kvf_chunk_part){ 0, 70, 80, s150 };
+	cr_assert_eq(kvf_sender_send_chunk(eng, h, p, 1, 0), 0);
+	push_wc(eng, h, 0);
+	kvf_progress(eng);
+	p[0] = (struct kvf_chunk_part){ 0, 0, 60, s150 };
+	p[1] = part(aux, 0, 1);
+	cr_assert_eq(kvf_sender_send_chunk(eng, h, p, 2, KVF_SEND_LAST), 0, "0..149 all sent once");
+	push_wc(eng, h, 0);
+	kvf_progress(eng);
+	cr_assert_eq(kvf_poll(eng, h), KVF_SUCCESS);
+	cr_assert_eq(kvf_release(eng, h), 0);
+
+	h = ready_sender_n(8, &aux, 150);
+	p[0] = (struct kvf_chunk_part){ 0, 130, 20, s150 };
+	cr_assert_eq(kvf_sender_send_chunk(eng, h, p, 1, 0), 0);
+	p[0] = (struct kvf_chunk_part){ 0, 100, 40, s150 };
+	cr_assert_eq(kvf_sender_send_chunk(eng, h, p, 1, 0), -EMSGSIZE);
+	expect_bad(h, "region 'kv'", "entries 100..139 overlap what was sent (entry 130)");
+
+	h = ready_sender_n(9, &aux, 150);
+	p[0] = (struct kvf_chunk_part){ 0, 0, 64, s150 };
+	cr_assert_eq(kvf_sender_send_chunk(eng, h, p, 1, 0), 0);
+	p[0] = (struct kvf_chunk_part){ 0, 63, 2, s150 };
+	cr_assert_eq(kvf_sender_send_chunk(eng, h, p, 1, 0), -EMSGSIZE);
+	expect_bad(h, "region 'kv'", "entries 63..64 overlap what was sent (entry 63)");
 }
 
 Test(chunk, a_source_outside_our_region_fails_the_room)
