@@ -1,33 +1,41 @@
 #!/usr/bin/env bash
 # kvferry against the raw verbs (perftest) and UCX (ucx_perftest) on the
 # same two RDMA devices, in one boot of the soft-RoCE guest when this host
-# has no RDMA device (issue 11). Then the figures of the issue's goals,
+# has no RDMA device (issues 11 and 26). Then the figures of the issue's goals,
 # their ratios, JSON and two plots.
 #
-#   scripts/bench-compare.sh [--quick] [--spin] [--only perftest,ucx,sweep,goals,policy,wait]
-#                            [--out DIR]
+#   scripts/bench-compare.sh [--quick] [--spin]
+#       [--only perftest,ucx,uct,sweep,goals,python,policy,wait] [--out DIR]
 #
 # In the guest (two rxe devices on a veth pair), at 64 B, 2 KiB, 16 KiB,
 # 64 KiB and 1 MiB: ib_write_bw and ib_write_lat (RoCE v2, -u 18, DEV1 ->
-# DEV0), ucx_perftest ucp_put_bw and ucp_put_lat over RC verbs
+# DEV0), at 64 B ib_send_lat too (the latency anchor, issue 26),
+# ucx_perftest ucp_put_bw and ucp_put_lat over RC verbs
 # (UCX_TLS=rc: rc_verbs, and ud_verbs that its wireup needs;
-# UCX_NET_DEVICES=<dev>:1), kvferry-bench at the same block sizes, then
-# kvferry-bench for each goal; kvferry-bench always runs as two processes,
-# prefill on DEV0, decode on DEV1. On the host afterwards
+# UCX_NET_DEVICES=<dev>:1; on rxe they fail: kept as the record), kvferry-bench
+# at the same block sizes, then kvferry-bench for each goal; kvferry-bench
+# runs as two processes, prefill on DEV0, decode on DEV1. uct: at 16 and
+# 64 KiB, ucx_perftest put_bw at the UCT level (rc_verbs, no UD wire-up),
+# ib_write_bw and kvferry-bench, all three DEV0 -> DEV0 (the path UCT's
+# server allows). On the host afterwards (python) scripts/bench_python.py:
+# poll_many against single poll() calls. Then
 # scripts/bench_compare_report.py prints every raw figure and the ratios,
 # writes DIR/results.json and draws DIR/bandwidth.svg and DIR/latency.svg
 # (gnuplot). --quick: fewer iterations and rooms (a smoke run, not figures);
 # --only: those parts only (policy: ib_write_bw at 16 KiB, then the 16 KiB
 # goal with the default poller and with rdma.poll_idle_us 0; not in the
-# default run, whose goals include both; wait: ib_write_lat 64 B and
-# ib_write_bw 16 KiB, then the 64 B latency goal and the 16 KiB goal each
+# default run, whose goals include both; wait: ib_write_lat and
+# ib_send_lat 64 B and ib_write_bw 16 KiB, then the 64 B latency goal and the 16 KiB goal each
 # spinning and with --wait, with the default poller and rdma.poll_idle_us 0).
 # The goals run with kvferry-bench --wait (the schedulers sleep in
 # kvf_engine_wait instead of spinning: better on each, docs/performance.md);
 # lat64-spin and sglang-spin are the latency and SGLang goals spinning.
 # --spin: every goal spins.
 #
-# Environment: KVF_BUILD_DIR (default build), KVF_VM_TIMEOUT (default 1500).
+# Every command's log in DIR/raw starts with the command ("$ ...").
+#
+# Environment: KVF_BUILD_DIR (default build; its python/ is the extension
+# the python step imports), KVF_VM_TIMEOUT (default 1500).
 # Needs the packages of KVF_PKGS_BENCH (scripts/lib.sh) besides perftest.
 set -euo pipefail
 KVF_PROG=bench-compare
@@ -72,19 +80,32 @@ listen_wait() {
 	return 1
 }
 
-# perftest TOOL SIZE ITERS [ARGS]: server on DEV0, client on DEV1 (the
-# client writes); the client's output in raw/TOOL-SIZE.log
+# run_logged LOG CMD...: CMD with its output in LOG, after a line with
+# CMD itself, so that raw/ says what was run and not only what it printed
+run_logged() {
+	local log=$1
+	shift
+	printf '$ %s\n' "$*" > "$log"
+	"$@" >> "$log" 2>&1
+}
+
+# perftest [--loop] TOOL SIZE ITERS [ARGS]: server on DEV0, client on DEV1
+# (the client writes); the client's output in raw/TOOL-SIZE.log. --loop:
+# the client on DEV0 too (rxe loopback, the only path UCT's put_bw takes,
+# see uct), in raw/TOOL-loop-SIZE.log
 perftest() {
-	local tool=$1 s=$2 n=$3 log=$out/raw/$1-$2.log
+	local cdev=$DEV1 cx=$X1 tag=
+	if [ "$1" = --loop ]; then cdev=$DEV0 cx=$X0 tag=-loop; shift; fi
+	local tool=$1 s=$2 n=$3 log=$out/raw/$1$tag-$2.log
 	shift 3
 	port=$((port + 1))
 	# shellcheck disable=SC2086
-	timeout -k 5 180 "$tool" -d "$DEV0" $X0 -u 18 -p $port -F -s "$s" -n "$n" "$@" \
-		> "$log.server" 2>&1 &
+	run_logged "$log.server" timeout -k 5 180 "$tool" -d "$DEV0" $X0 -u 18 -p $port -F \
+		-s "$s" -n "$n" "$@" &
 	listen_wait $port || kvf_log "$tool server on port $port did not listen"
 	# shellcheck disable=SC2086
-	timeout -k 5 180 "$tool" -d "$DEV1" $X1 -u 18 -p $port -F -s "$s" -n "$n" "$@" "$ADDR0" \
-		> "$log" 2>&1 || kvf_log "$tool -s $s failed (raw/${log##*/})"
+	run_logged "$log" timeout -k 5 180 "$tool" -d "$cdev" $cx -u 18 -p $port -F \
+		-s "$s" -n "$n" "$@" "$ADDR0" || kvf_log "$tool -s $s failed (raw/${log##*/})"
 	wait || true
 }
 
@@ -103,13 +124,13 @@ ucx() {
 		[[ $ucx_bad == *,${cfgs[$k]},* ]] && continue
 		port=$((port + 1))
 		# shellcheck disable=SC2086
-		env ${cfgs[$k]} UCX_IB_GID_INDEX=${KVF_RXE_GID0:-auto} UCX_NET_DEVICES=$DEV0:1 \
-			timeout -k 5 90 ucx_perftest -p $port > "$log.$k.server" 2>&1 &
+		run_logged "$log.$k.server" env ${cfgs[$k]} UCX_IB_GID_INDEX=${KVF_RXE_GID0:-auto} \
+			UCX_NET_DEVICES=$DEV0:1 timeout -k 5 90 ucx_perftest -p $port &
 		listen_wait $port || kvf_log "ucx_perftest server on port $port did not listen"
 		# shellcheck disable=SC2086
-		env ${cfgs[$k]} UCX_IB_GID_INDEX=${KVF_RXE_GID1:-auto} UCX_NET_DEVICES=$DEV1:1 \
-			timeout -k 5 90 ucx_perftest "$ADDR0" -p $port -t "$t" -s "$s" -n "$n" \
-			> "$log.$k" 2>&1 || kvf_log "ucx_perftest $t -s $s (${cfgs[$k]}) failed"
+		run_logged "$log.$k" env ${cfgs[$k]} UCX_IB_GID_INDEX=${KVF_RXE_GID1:-auto} \
+			UCX_NET_DEVICES=$DEV1:1 timeout -k 5 90 ucx_perftest "$ADDR0" -p $port -t "$t" \
+			-s "$s" -n "$n" || kvf_log "ucx_perftest $t -s $s (${cfgs[$k]}) failed"
 		wait || true
 		if grep -q '^Final:' "$log.$k"; then
 			ucx_ok=${cfgs[$k]}
@@ -121,12 +142,33 @@ ucx() {
 	cat "$log".* > "$log" 2> /dev/null || echo "no UCX transport left to try" > "$log"
 }
 
-conf() { # FILE prefill|decode PORT
+# uct SIZE ITERS: ucx_perftest at the UCT level, put_bw over rc_verbs,
+# which needs no UD wire-up (UCP's does, and aborts on rxe: ucx). The
+# server takes the test, transport and device from the client (no -t/-d
+# there) and opens the client's device, so the traffic is DEV0 -> DEV0.
+# -D zcopy: rc_verbs on rxe puts short <= 80 B and bcopy <= 8256 B
+# (ucx_info -d; the default, short, fails at 16 KiB with "Message size
+# (16384) is larger than max supported (80)"), and zero copy is what
+# kvferry's writes are. -w: a tenth of -n warm-up (the default 10,000 is
+# minutes under TCG). Server log raw/uct-put_bw-SIZE.log.server.
+uct() {
+	local s=$1 n=$2 log=$out/raw/uct-put_bw-$1.log
+	port=$((port + 1))
+	run_logged "$log.server" env UCX_IB_GID_INDEX="${KVF_RXE_GID0:-auto}" \
+		timeout -k 5 180 ucx_perftest -p $port &
+	listen_wait $port || kvf_log "ucx_perftest (UCT) server on port $port did not listen"
+	run_logged "$log" env UCX_IB_GID_INDEX="${KVF_RXE_GID0:-auto}" timeout -k 5 180 \
+		ucx_perftest "$ADDR0" -p $port -t put_bw -x rc_verbs -d "$DEV0:1" -D zcopy \
+		-s "$s" -n "$n" -w $((n / 10)) || kvf_log "ucx_perftest put_bw -s $s failed (raw/${log##*/})"
+	wait || true
+}
+
+conf() { # FILE prefill|decode PORT DECODE_DEV DECODE_ADDR
 	local side
 	if [ "$2" = prefill ]; then
 		side="device = \"$DEV0\"; listen_addr = \"$ADDR0\"; listen_port = $3;"
 	else
-		side="device = \"$DEV1\"; peer = \"$ADDR0:$3\"; source_addr = \"$ADDR1\";"
+		side="device = \"$4\"; peer = \"$ADDR0:$3\"; source_addr = \"$5\";"
 	fi
 	cat > "$1" <<CONF
 log: { level = "info"; };
@@ -136,10 +178,12 @@ rdma: { $side sq_depth = 256; rq_depth = 64; signal_every = 16; };
 CONF
 }
 
-# kvf NAME ARGS: kvferry-bench, two processes; the decode's JSON in
-# raw/kvf-NAME.json, its per-room latencies in raw/kvf-NAME.lat
+# kvf NAME [--loop] ARGS: kvferry-bench, two processes; the decode's JSON in
+# raw/kvf-NAME.json, its per-room latencies in raw/kvf-NAME.lat. --loop:
+# the decode on DEV0 too (UCT's path, see uct)
 kvf() {
 	local name=$1 r=$out/raw/kvf-$1 stamps=/tmp/kvf-stamps-$1 i pa=() da=()
+	local ddev=$DEV1 daddr=$ADDR1
 	shift
 	# --prefill-set to the prefill only, --decode-set to the decode only
 	# (either opens that side in the process it is given to)
@@ -147,12 +191,13 @@ kvf() {
 		case $1 in
 		--prefill-set) pa+=("$1" "$2"); shift 2 ;;
 		--decode-set) da+=("$1" "$2"); shift 2 ;;
+		--loop) ddev=$DEV0 daddr=$ADDR0; shift ;;
 		*) pa+=("$1"); da+=("$1"); shift ;;
 		esac
 	done
 	port=$((port + 1))
-	conf "$r.p.conf" prefill $port
-	conf "$r.d.conf" decode $port
+	conf "$r.p.conf" prefill $port "$ddev" "$daddr"
+	conf "$r.d.conf" decode $port "$ddev" "$daddr"
 	timeout -k 5 600 "$build/tools/kvferry-bench" --prefill-config "$r.p.conf" --json \
 		--stamps "$stamps" --timeout 580 "${pa[@]}" > "$r.prefill.json" 2> "$r.prefill.err" &
 	# rdma_cm listens in the RDMA port space (ss does not show it): the
@@ -178,8 +223,20 @@ sweep_rooms() {
 	echo $r
 }
 
+# rooms of the uct step's kvferry run at a block size: about 64 MiB
+# (16 MiB quick) of 64 blocks a room, 4 at least (UCT's put_bw moves
+# iters' count: 32 and 64 MiB, quick 3.2 and 6.4 MiB)
+uct_rooms() {
+	local r=$(((quick ? 16 : 64) * 1048576 / (64 * $1)))
+	[ $r -lt 4 ] && r=4
+	echo $r
+}
+
 # step NAME: whether --only (default: all) names it
 step() { [ -z "$only" ] || [[ ,$only, == *,$1,* ]]; }
+# guest_steps: whether a step that runs in the guest is on (python alone
+# needs no boot)
+guest_steps() { [ -z "$only" ] || [[ ,$only, =~ ,(perftest|ucx|uct|sweep|goals|policy|wait), ]]; }
 
 inner_run() {
 	local s r n
@@ -199,6 +256,7 @@ inner_run() {
 		kvf_log "size $s: ib_write_bw, ib_write_lat"
 		perftest ib_write_bw "$s" "$(iters "$s")" --report_gbits
 		perftest ib_write_lat "$s" "$(lat_iters "$s")"
+		if [ "$s" = 64 ]; then send_lat; fi
 	done
 	for s in "${SIZES[@]}"; do
 		step ucx || continue
@@ -206,6 +264,7 @@ inner_run() {
 		ucx ucp_put_bw "$s" "$(iters "$s")"
 		ucx ucp_put_lat "$s" "$(lat_iters "$s")"
 	done
+	if step uct; then uct_part; fi
 	for s in "${SIZES[@]}"; do
 		step sweep || continue
 		r=$(sweep_rooms "$s")
@@ -247,11 +306,12 @@ inner_run() {
 # default poller and with pollers that sleep at once, on the 64 B latency
 # goal and the 16 KiB goal, with their perftest references in this boot.
 wait_part() {
-	local n=$((quick ? 30 : 80)) m=$((quick ? 200 : 500)) w poll
+	local n=$((quick ? 30 : 80)) m=$((quick ? 200 : 500))
 	local lat=(--buffers 1 --blocks-per-room 1 --block-size 64 --window 1 --verify-rooms 20 --seed 7)
 	local bw=(--buffers 64 --blocks-per-room 2 --block-size 16384 --layout rotated --verify-rooms 8 --seed 5)
 	local sleep0=(--prefill-set rdma.poll_idle_us=0 --decode-set rdma.poll_idle_us=0)
 	perftest ib_write_lat 64 "$(lat_iters 64)"
+	send_lat
 	perftest ib_write_bw 16384 "$(iters 16384)" --report_gbits
 	kvf goal-lat64 --rooms $m "${lat[@]}"
 	kvf lat64-wait --rooms $m "${lat[@]}" --wait
@@ -261,6 +321,51 @@ wait_part() {
 	kvf 16k-wait --rooms $n "${bw[@]}" --wait
 	kvf 16k-sleep --rooms $n "${bw[@]}" "${sleep0[@]}"
 	kvf 16k-sleep-wait --rooms $n "${bw[@]}" "${sleep0[@]}" --wait
+}
+
+# send_lat: the 64 B latency anchor, ib_send_lat DEV1 -> DEV0 (raw/
+# ib_send_lat-64.log). A kvferry room ends with a receive completion for
+# the immediate; ib_write_lat polls the landing memory instead, ib_send_lat
+# takes a receive completion per message (perftest 4.5 has no
+# --write_with_imm). -I 0: kvferry posts nothing inline (src/rdma sets no
+# IBV_SEND_INLINE, asks no max_inline_data), so neither does the anchor
+# (perftest turns inline off on rxe by itself, not on hardware).
+send_lat() { perftest ib_send_lat 64 "$(lat_iters 64)" -I 0; }
+
+# uct step: at 16 and 64 KiB, UCT put_bw, ib_write_bw and kvferry-bench on
+# one path, DEV0 -> DEV0 (the only one UCT's server allows, see uct), for
+# the ratio kvferry / UCX with perftest beside it. kvferry: contiguous
+# blocks, 8 buffers x 8 blocks a room, waiting like the goals (--spin:
+# spinning).
+uct_part() {
+	local s
+	for s in 16384 65536; do
+		kvf_log "size $s, $DEV0 -> $DEV0: ucx_perftest put_bw (UCT), ib_write_bw, kvferry"
+		uct "$s" "$(iters "$s")"
+		perftest --loop ib_write_bw "$s" "$(iters "$s")" --report_gbits
+		kvf "uct-$s" --loop --rooms "$(uct_rooms "$s")" --buffers 8 --blocks-per-room 8 \
+			--window 8 --block-size "$s" --layout contiguous --verify-rooms 4 --seed 11 \
+			"${gwait[@]+"${gwait[@]}"}"
+	done
+}
+
+# python_part (host, after the guest, not under qemu's load): poll_many
+# over 1,000 rooms against 1,000 single poll() calls (scripts/
+# bench_python.py) with the extension in $build/python, built here (that
+# target only: the build log in raw/python.build); its figures in
+# raw/python.log, its JSON line in raw/python.json, its stderr (the rooms'
+# abort messages, a thousand lines) in raw/python.err
+python_part() {
+	local ext log=$out/raw/python cmd
+	mkdir -p "$out/raw"
+	ext=_kvferry$("$KVF_PY" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+	meson compile -C "$build" "${ext%.so}" > "$log.build" 2>&1 ||
+		{ kvf_log "building the Python extension failed (raw/python.build)"; return 0; }
+	cmd=(env PYTHONPATH="$build/python" "$KVF_PY" "$KVF_REPO/scripts/bench_python.py")
+	printf '$ %s\n' "${cmd[*]}" > "$log.log"
+	"${cmd[@]}" >> "$log.log" 2> "$log.err" ||
+		kvf_log "bench_python.py failed: $(tail -n 2 "$log.err")"
+	grep '^{' "$log.log" | tail -n 1 > "$log.json" || true
 }
 
 # The 16 KiB goal with pollers that sleep at once (rdma.poll_idle_us 0);
@@ -291,7 +396,10 @@ share=() qarg=()
 [ -n "$only" ] && qarg+=(--only "$only")
 [ ${#gwait[@]} = 0 ] && qarg+=(--spin)
 case $build/ in "$KVF_REPO"/*) ;; *) share=(--share "$build") ;; esac
-"$KVF_REPO/scripts/rxe-vm.sh" --devices 2 --rw --timeout "${KVF_VM_TIMEOUT:-1500}" \
-	"${share[@]+"${share[@]}"}" -- scripts/bench-compare.sh --inner --out "$out" \
-	"${qarg[@]+"${qarg[@]}"}" || kvf_die "the guest run failed"
+if guest_steps; then
+	"$KVF_REPO/scripts/rxe-vm.sh" --devices 2 --rw --timeout "${KVF_VM_TIMEOUT:-1500}" \
+		"${share[@]+"${share[@]}"}" -- scripts/bench-compare.sh --inner --out "$out" \
+		"${qarg[@]+"${qarg[@]}"}" || kvf_die "the guest run failed"
+fi
+if step python; then python_part; fi
 "$KVF_PY" "$KVF_REPO/scripts/bench_compare_report.py" "$out"

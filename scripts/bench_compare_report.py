@@ -1,24 +1,26 @@
 #!/usr/bin/python3
 """The figures of scripts/bench-compare.sh: reads DIR/raw (the guest's
-perftest, ucx_perftest and kvferry-bench outputs), prints every raw figure
-and the ratios against issue 11's goals, writes DIR/results.json and draws
-DIR/bandwidth.svg and DIR/latency.svg with gnuplot.
+perftest, ucx_perftest and kvferry-bench outputs, the host's
+bench_python.py), prints every raw figure and the ratios against issue 11's
+and issue 26's goals, writes DIR/results.json and draws DIR/bandwidth.svg
+and DIR/latency.svg with gnuplot. A figure whose log is absent or holds no
+result is None in the JSON and "no figure" in the table, with the log.
 
     bench_compare_report.py DIR
 """
 import json
 import math
-import os
 import shutil
 import subprocess
 import sys
 
 SIZES = [64, 2048, 16384, 65536, 1048576]
+UCT_SIZES = [16384, 65536]  # the uct step's: UCT put_bw, ib_write_bw, kvferry on DEV0 -> DEV0
 MIB_S_TO_GBPS = 1048576 * 8 / 1e9  # ucx_perftest's MB/s are MiB/s
 # the kvferry-bench runs of the goals and of the policy and wait parts
 RUNS = ("goal-16k", "goal-sglang", "sglang-spin", "goal-lat64", "lat64-spin", "lat64-wait",
         "lat64-sleep", "lat64-sleep-wait", "lat64-yield", "16k-wait", "16k-yield", "16k-sleep",
-        "16k-sleep-wait")
+        "16k-sleep-wait", "uct-16384", "uct-65536")
 
 
 def read(path):
@@ -38,6 +40,23 @@ def perftest_row(text, size):
     return None
 
 
+def perftest_lat(text, size):
+    """A perftest latency log's row (#bytes #iterations t_min t_max t_typical
+    t_avg t_stdev 99% 99.9%) as a dict; "unusable" when a figure is not a
+    number (perftest prints nan/inf when its clock misbehaves); None without
+    a row."""
+    r = perftest_row(text, size)
+    if not r:
+        return None
+    try:
+        v = [float(x) for x in r[4:9]]
+    except (ValueError, IndexError):
+        return "unusable"
+    if len(v) < 5 or not all(math.isfinite(x) for x in v):
+        return "unusable"
+    return {"typical": v[0], "avg": v[1], "p99": v[3], "p999": v[4]}
+
+
 def ucx_final(text):
     for line in text.splitlines():
         if line.startswith("Final:"):
@@ -47,30 +66,40 @@ def ucx_final(text):
 
 def ucx_error(text):
     """Why ucx_perftest gave no figure: its first error line."""
-    for line in text.splitlines():
+    lines = [l for l in text.splitlines() if not l.startswith("$ ")]  # run_logged's command
+    for line in lines:
         if "rror" in line or "not supported" in line or "no " in line.lower():
             return line.strip()[:200]
-    return text.strip().splitlines()[-1][:200] if text.strip() else "no output"
+    return lines[-1].strip()[:200] if "".join(lines).strip() else "no log, or an empty one"
 
 
 def kvf_json(path):
     lines = [l for l in read(path).splitlines() if l.startswith("{")]
-    return json.loads(lines[-1]) if lines else None
+    try:
+        return json.loads(lines[-1]) if lines else None
+    except ValueError:  # cut short (a bench killed by its timeout): no figure
+        return None
+
+
+def bw_gbps(path, size):
+    """ib_write_bw's average Gb/s (--report_gbits) in a client log, or None."""
+    r = perftest_row(read(path), size)
+    return float(r[3]) if r else None
 
 
 def raw_figures(raw):
-    res = {"ib_write_bw": {}, "ib_write_lat": {}, "ucx_put_bw": {}, "ucx_put_lat": {},
-           "ucx_errors": {}, "kvferry_sweep": {}}
+    res = {"ib_write_bw": {}, "ib_write_lat": {}, "ib_send_lat": {}, "ucx_put_bw": {},
+           "ucx_put_lat": {}, "ucx_errors": {}, "kvferry_sweep": {}}
     for s in SIZES:
-        r = perftest_row(read(f"{raw}/ib_write_bw-{s}.log"), s)
-        if r:
-            res["ib_write_bw"][s] = float(r[3])
-        r = perftest_row(read(f"{raw}/ib_write_lat-{s}.log"), s)
-        if r and len(r) >= 9 and all(math.isfinite(float(x)) for x in (r[4], r[5], r[7], r[8])):
-            res["ib_write_lat"][s] = {"typical": float(r[4]), "avg": float(r[5]),
-                                      "p99": float(r[7]), "p999": float(r[8])}
-        elif r:
-            res["ib_write_lat_unusable"] = res.get("ib_write_lat_unusable", []) + [s]
+        bw = bw_gbps(f"{raw}/ib_write_bw-{s}.log", s)
+        if bw is not None:
+            res["ib_write_bw"][s] = bw
+        for tool in ("ib_write_lat", "ib_send_lat"):
+            lat = perftest_lat(read(f"{raw}/{tool}-{s}.log"), s)
+            if lat == "unusable":
+                res.setdefault(f"{tool}_unusable", []).append(s)
+            elif lat:
+                res[tool][s] = lat
         for t, key in (("ucp_put_bw", "ucx_put_bw"), ("ucp_put_lat", "ucx_put_lat")):
             text = read(f"{raw}/ucx-{t}-{s}.log")
             f = ucx_final(text)
@@ -87,38 +116,111 @@ def raw_figures(raw):
         pre = kvf_json(f"{raw}/kvf-{g}.prefill.json")
         if res[g] and pre:
             res[g]["prefill_process"] = pre
+    uct_figures(raw, res)
+    res["python"] = kvf_json(f"{raw}/python.json")
     return res
+
+
+def uct_figures(raw, res):
+    """The uct step's: UCT put_bw (Gb/s, or why none), ib_write_bw and
+    kvferry on the same path, DEV0 -> DEV0."""
+    res.update({"uct_put_bw": {}, "uct_errors": {}, "ib_write_bw_loop": {}})
+    for s in UCT_SIZES:
+        text = read(f"{raw}/uct-put_bw-{s}.log")
+        f = ucx_final(text)
+        if f and len(f) >= 7:
+            res["uct_put_bw"][s] = float(f[6]) * MIB_S_TO_GBPS
+        else:
+            res["uct_errors"][s] = ucx_error(text + read(f"{raw}/uct-put_bw-{s}.log.server"))
+        bw = bw_gbps(f"{raw}/ib_write_bw-loop-{s}.log", s)
+        if bw is not None:
+            res["ib_write_bw_loop"][s] = bw
 
 
 def ratio(a, b):
     return round(a / b, 3) if a is not None and b else None
 
 
+def pick(d, *keys):
+    """d[k0][k1]..., or None where a level is missing (an absent log, a
+    bench that died before its JSON)."""
+    for k in keys:
+        if not isinstance(d, dict) or d.get(k) is None:
+            return None
+        d = d[k]
+    return d
+
+
 def goals(res):
-    """Issue 11's table: (measure, figure, reference, ratio, goal, met)."""
+    """Issue 11's and 26's table: (measure, figure, reference, ratio, goal,
+    met, and the logs of a figure that is missing)."""
     out = []
 
-    def add(name, fig, ref, goal, le):
+    def add(name, fig, ref, goal, le, logs, beside=None):
         r = ratio(fig, ref)
-        out.append({"measure": name, "kvferry": fig, "reference": ref, "ratio": r,
-                    "goal": ("<= " if le else ">= ") + str(goal),
-                    "met": None if r is None else (r <= goal if le else r >= goal)})
+        row = {"measure": name, "kvferry": fig, "reference": ref, "ratio": r,
+               "goal": ("<= " if le else ">= ") + str(goal),
+               "met": None if r is None else (r <= goal if le else r >= goal)}
+        missing = list(dict.fromkeys(log for log, v in zip(logs, (fig, ref)) if v is None))
+        if missing:
+            row["no_figure"] = missing
+        if beside:
+            row["beside"] = beside
+        out.append(row)
 
     g16, gs, gl = res["goal-16k"], res["goal-sglang"], res["goal-lat64"]
-    lat64 = res["ib_write_lat"].get(64, {}).get("typical")
+    lk = "raw/kvf-goal-lat64.json"
     add("16 KiB x 64 buffers, 2 blocks/buffer (Gb/s) / ib_write_bw 16 KiB",
-        g16 and g16["gbit_per_s"], res["ib_write_bw"].get(16384), 1.0, False)
+        pick(g16, "gbit_per_s"), res["ib_write_bw"].get(16384), 1.0, False,
+        ("raw/kvf-goal-16k.json", "raw/ib_write_bw-16384.log"))
     add("sglang 64 x 2 KiB pages (Gb/s) / ib_write_bw 64 KiB",
-        gs and gs["gbit_per_s"], res["ib_write_bw"].get(65536), 0.9, False)
-    add("64 B LAST send -> decode SUCCESS p50 (us) / ib_write_lat 64 B typical",
-        gl and gl["send_to_success_us"]["p50"], lat64, 1.3, True)
-    add("64 B whole room cycle p50 (us) / ib_write_lat 64 B typical",
-        gl and gl["room_cycle_us"]["p50"], lat64, 3.0, True)
+        pick(gs, "gbit_per_s"), res["ib_write_bw"].get(65536), 0.9, False,
+        ("raw/kvf-goal-sglang.json", "raw/ib_write_bw-65536.log"))
+    latency_goals(res, gl, lk, add)
     for s in SIZES:
         k = res["kvferry_sweep"].get(s)
-        add(f"kvferry {s} B blocks (Gb/s) / ucx put bw {s} B",
-            k and k["gbit_per_s"], res["ucx_put_bw"].get(s), 1.0, False)
+        add(f"kvferry {s} B blocks (Gb/s) / ucx put bw {s} B (UCP)",
+            pick(k, "gbit_per_s"), res["ucx_put_bw"].get(s), 1.0, False,
+            (f"raw/kvf-sweep-{s}.json", f"raw/ucx-ucp_put_bw-{s}.log"))
+    uct_goals(res, add)
+    py = res.get("python")
+    add(f"poll_many over {pick(py, 'rooms') or 1000} rooms (us) / as many single poll() (us)",
+        pick(py, "poll_many_us"), pick(py, "single_polls_us"), 0.1, True,
+        ("raw/python.json", "raw/python.json"))
     return out
+
+
+def latency_goals(res, gl, lk, add):
+    """64 B: against ib_send_lat (a receive completion per message, as a
+    room's immediate), then the old anchor ib_write_lat (polls memory)."""
+    sl = res["ib_send_lat"].get(64, {})
+    wl = res["ib_write_lat"].get(64, {})
+    ls, lw = "raw/ib_send_lat-64.log", "raw/ib_write_lat-64.log"
+    add("64 B LAST send -> decode SUCCESS p50 (us) / ib_send_lat 64 B typical",
+        pick(gl, "send_to_success_us", "p50"), sl.get("typical"), 1.3, True, (lk, ls))
+    add("64 B LAST send -> decode SUCCESS p99 (us) / ib_send_lat 64 B p99",
+        pick(gl, "send_to_success_us", "p99"), sl.get("p99"), 3.0, True, (lk, ls))
+    add("64 B whole room cycle p50 (us) / ib_send_lat 64 B typical",
+        pick(gl, "room_cycle_us", "p50"), sl.get("typical"), 3.0, True, (lk, ls))
+    add("64 B LAST send -> decode SUCCESS p50 (us) / ib_write_lat 64 B typical (old anchor)",
+        pick(gl, "send_to_success_us", "p50"), wl.get("typical"), 1.3, True, (lk, lw))
+    add("64 B whole room cycle p50 (us) / ib_write_lat 64 B typical (old anchor)",
+        pick(gl, "room_cycle_us", "p50"), wl.get("typical"), 3.0, True, (lk, lw))
+
+
+def uct_goals(res, add):
+    """kvferry >= UCT put_bw on the one path UCT runs here, DEV0 -> DEV0,
+    with ib_write_bw on that path beside it."""
+    dev0 = next((l.split()[1] for l in res.get("env", []) if l.startswith("devices ")), "DEV0")
+    for s in UCT_SIZES:
+        k = pick(res.get(f"uct-{s}"), "gbit_per_s")
+        bw = res["ib_write_bw_loop"].get(s)
+        add(f"kvferry {s // 1024} KiB, 8 x 8 blocks/room, {dev0} -> {dev0} (Gb/s) / "
+            f"UCT put_bw rc_verbs", k, res["uct_put_bw"].get(s), 1.0, False,
+            (f"raw/kvf-uct-{s}.json", f"raw/uct-put_bw-{s}.log"),
+            {"ib_write_bw_same_path": bw, "kvferry_over_ib_write_bw": ratio(k, bw),
+             "uct_over_ib_write_bw": ratio(res["uct_put_bw"].get(s), bw),
+             "log": f"raw/ib_write_bw-loop-{s}.log"})
 
 
 def fmt(x, p=4):
@@ -138,6 +240,7 @@ def print_raw(res):
               f" {fmt(ul and ul['p50']):>15}")
     for name, e in sorted(res["ucx_errors"].items()):
         print(f"ucx_perftest {name}: no figure: {e}")
+    print_anchors(res)
     for g in RUNS:
         k = res[g]
         if not k:
@@ -164,13 +267,62 @@ def print_raw(res):
                       f" pollers {j['cpu_s_per_gb']['pollers']}")
 
 
+def print_anchors(res):
+    """Issue 26's raw figures: ib_send_lat 64 B, the uct step, Python."""
+    sl = res["ib_send_lat"].get(64)
+    print("ib_send_lat -I 0 64 B typ/avg/p99/p99.9 us: " +
+          ("%s/%s/%s/%s" % (sl["typical"], sl["avg"], sl["p99"], sl["p999"]) if sl else
+           "no figure (raw/ib_send_lat-64.log)"))
+    for s in UCT_SIZES:
+        u, k = res["uct_put_bw"].get(s), pick(res.get(f"uct-{s}"), "gbit_per_s")
+        print(f"{s} B, DEV0 -> DEV0: UCT put_bw rc_verbs {fmt(u)} Gb/s"
+              f"{'' if u is not None else ' (no figure: ' + res['uct_errors'].get(s, '?') + ')'}, "
+              f"ib_write_bw {fmt(res['ib_write_bw_loop'].get(s))} Gb/s, kvferry {fmt(k)} Gb/s")
+    py = res.get("python")
+    print(f"python: {pick(py, 'rooms')} single poll() {pick(py, 'single_polls_us')} us, "
+          f"poll_many {pick(py, 'poll_many_us')} us" if py else
+          "python: no figure (raw/python.json)")
+
+
+def print_goals(goals_):
+    """The goals table; a row without a figure names the logs that lack it,
+    a row with a same-path perftest figure prints it under the row."""
+    w = max(len(g["measure"]) for g in goals_)
+    print(f"{'measure':<{w}} {'kvferry':>9} {'reference':>10} {'ratio':>7} {'goal':>7}  met")
+    for g in goals_:
+        met = fmt(g["met"]) if g["met"] is not None else \
+            "no figure: " + ", ".join(g.get("no_figure", ["?"]))
+        print(f"{g['measure']:<{w}} {fmt(g['kvferry']):>9} {fmt(g['reference']):>10} "
+              f"{fmt(g['ratio']):>7} {g['goal']:>7}  {met}")
+        b = g.get("beside")
+        if b:
+            print(f"{'':<4}beside it, ib_write_bw on that path: "
+                  f"{fmt(b['ib_write_bw_same_path'])} Gb/s; kvferry / ib_write_bw "
+                  f"{fmt(b['kvferry_over_ib_write_bw'])}, UCT / ib_write_bw "
+                  f"{fmt(b['uct_over_ib_write_bw'])} ({b['log']})")
+
+
+def bandwidth_figures(res):
+    """Every bandwidth.svg figure (None where none)."""
+    for s in SIZES:
+        yield res["ib_write_bw"].get(s)
+        yield res["ucx_put_bw"].get(s)
+        yield pick(res["kvferry_sweep"].get(s), "gbit_per_s")
+        yield res["uct_put_bw"].get(s)
+        yield res["ib_write_bw_loop"].get(s)
+        yield pick(res.get(f"uct-{s}"), "gbit_per_s")
+
+
 def plot(d, res):
     with open(f"{d}/bandwidth.dat", "w") as f:
-        f.write("# size ib_write_bw ucx_put_bw kvferry (Gb/s; -1 none)\n")
+        f.write("# size ib_write_bw ucx_put_bw kvferry, then DEV0 -> DEV0 (uct step):"
+                " uct_put_bw ib_write_bw kvferry (Gb/s; -1 none)\n")
         for s in SIZES:
             k = res["kvferry_sweep"].get(s)
+            ku = pick(res.get(f"uct-{s}"), "gbit_per_s")
             f.write(f"{s} {res['ib_write_bw'].get(s, -1)} {res['ucx_put_bw'].get(s, -1)} "
-                    f"{k['gbit_per_s'] if k else -1}\n")
+                    f"{k['gbit_per_s'] if k else -1} {res['uct_put_bw'].get(s, -1)} "
+                    f"{res['ib_write_bw_loop'].get(s, -1)} {-1 if ku is None else ku}\n")
     cols = [[], []]
     for line in read(f"{d}/raw/kvf-goal-lat64.lat").splitlines():
         f = line.split()
@@ -186,6 +338,7 @@ def plot(d, res):
             pb = b[min(i, len(b) - 1)] if b else -1
             f.write(f"{100.0 * (i + 1) / max(len(a), len(b), 1):.3f} {pa} {pb}\n")
     lat = res["ib_write_lat"].get(64, {})
+    slat = res["ib_send_lat"].get(64, {})
     gp = f"""set terminal svg size 800,480 dynamic background rgb 'white'
 set datafile missing '-1'
 set output '{d}/bandwidth.svg'
@@ -196,7 +349,10 @@ set ylabel 'Gb/s'
 set key top left
 plot '{d}/bandwidth.dat' u 1:($2<0?1/0:$2) w lp t 'ib\\_write\\_bw', \\
      '' u 1:($3<0?1/0:$3) w lp t 'ucx\\_perftest ucp\\_put\\_bw', \\
-     '' u 1:($4<0?1/0:$4) w lp t 'kvferry-bench (8 buffers x 1 block a room)'
+     '' u 1:($4<0?1/0:$4) w lp t 'kvferry-bench (8 buffers x 1 block a room)', \\
+     '' u 1:($5<0?1/0:$5) w p pt 6 t 'UCT put\\_bw rc\\_verbs (DEV0 -> DEV0)', \\
+     '' u 1:($6<0?1/0:$6) w p pt 4 t 'ib\\_write\\_bw (DEV0 -> DEV0)', \\
+     '' u 1:($7<0?1/0:$7) w p pt 8 t 'kvferry-bench 8 x 8 blocks a room (DEV0 -> DEV0)'
 set output '{d}/latency.svg'
 set title 'kvferry room latency, one 64-byte block, one room at a time'
 unset logscale x
@@ -207,8 +363,16 @@ set key top left
 plot '{d}/latency.dat' u 1:2 w l t 'LAST send -> decode SUCCESS', \\
      '' u 1:3 w l t 'whole room cycle (decode create -> release)', \\
      {lat.get('typical', 1)} w l dt 2 t 'ib\\_write\\_lat 64 B typical', \\
-     {lat.get('p99', 1)} w l dt 3 t 'ib\\_write\\_lat 64 B p99'
+     {lat.get('p99', 1)} w l dt 3 t 'ib\\_write\\_lat 64 B p99', \\
+     {slat.get('typical', 1)} w l dt 4 t 'ib\\_send\\_lat 64 B typical', \\
+     {slat.get('p99', 1)} w l dt 5 t 'ib\\_send\\_lat 64 B p99'
 """
+    if not any(v is not None for v in bandwidth_figures(res)):
+        # gnuplot stops the script at a plot with no point at all ("x range
+        # is invalid"), which would lose the latency plot too
+        gp = gp.replace(gp[gp.index(f"set output '{d}/bandwidth.svg'"):
+                           gp.index(f"set output '{d}/latency.svg'")], "")
+        print("no bandwidth figure: no bandwidth.svg")
     with open(f"{d}/plots.gp", "w") as f:
         f.write(gp)
     if shutil.which("gnuplot"):
@@ -224,10 +388,7 @@ def main():
     res["goals"] = goals(res)
     print_raw(res)
     print()
-    print(f"{'measure':<72} {'kvferry':>9} {'reference':>10} {'ratio':>7} {'goal':>7}  met")
-    for g in res["goals"]:
-        print(f"{g['measure']:<72} {fmt(g['kvferry']):>9} {fmt(g['reference']):>10} "
-              f"{fmt(g['ratio']):>7} {g['goal']:>7}  {fmt(g['met'])}")
+    print_goals(res["goals"])
     with open(f"{d}/results.json", "w") as f:
         json.dump(res, f, indent=1, default=str)
     plot(d, res)
