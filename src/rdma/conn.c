@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include <kvferry/kvferry.h>
 
@@ -38,6 +39,38 @@ const char *kvf_conn_state_str(int s)
 
 /* ------------------------------------------------------------ table */
 
+static size_t rx_bytes(const struct kvf_conn *c)
+{
+	return (size_t)c->rx_n * c->t->frame_max;
+}
+
+/* The scheduler's send buffers, and after them the poller's AUTH frames
+ * (handshake.h): one registration. */
+static size_t tx_bytes(const struct kvf_conn *c)
+{
+	return (size_t)c->tx_n * c->t->frame_max + KVF_AUTH_FRAMES * KVF_AUTH_BUF;
+}
+
+/* The frame buffers are pages of their own, mapped and unmapped with the
+ * connection: given back to the kernel when it goes (malloc would keep them:
+ * after the first free of a chunk this size its mmap threshold rises past it,
+ * and the next ones come from an arena, where freed megabytes stayed
+ * resident through malloc_trim in the teardown soak, docs/chaos.md), and no
+ * other object shares a registered page (what the NIC pins, and what
+ * fork-safe rdma-core marks MADV_DONTFORK, is whole pages). */
+static void *buf_map(size_t len)
+{
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static void buf_unmap(void *p, size_t len)
+{
+	if (p)
+		munmap(p, len);
+}
+
 static void conn_free(struct kvf_conn *c)
 {
 	/* Normally kvf_conn_destroy ran on the poller; at close it may not. */
@@ -61,8 +94,8 @@ static void conn_free(struct kvf_conn *c)
 	free(c->members);
 	kvf_geom_map_free_all(c);
 	free(atomic_load(&c->peer_pool));
-	free(c->rx_buf);
-	free(c->tx_buf);
+	buf_unmap(c->rx_buf, rx_bytes(c));
+	buf_unmap(c->tx_buf, tx_bytes(c));
 	free(c->tx_free);
 	free(c->lost_why);
 	kvf_sendq_fini(&c->sq);
@@ -174,13 +207,6 @@ static uint32_t frames_max(const struct kvf_config *cfg)
 	return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
 }
 
-/* The scheduler's send buffers, and after them the poller's AUTH frames
- * (handshake.h): one registration. */
-static size_t tx_bytes(const struct kvf_conn *c)
-{
-	return (size_t)c->tx_n * c->t->frame_max + KVF_AUTH_FRAMES * KVF_AUTH_BUF;
-}
-
 static int alloc_buffers(struct kvf_conn *c)
 {
 	struct kvf_rdma *t = c->t;
@@ -189,8 +215,8 @@ static int alloc_buffers(struct kvf_conn *c)
 
 	c->rx_n = cfg->rq_depth;
 	c->tx_n = cfg->sq_depth < TX_BUFS_MAX ? cfg->sq_depth : TX_BUFS_MAX;
-	c->rx_buf = aligned_alloc(64, (size_t)c->rx_n * t->frame_max);
-	c->tx_buf = aligned_alloc(64, tx_bytes(c));
+	c->rx_buf = buf_map(rx_bytes(c));
+	c->tx_buf = buf_map(tx_bytes(c));
 	c->tx_free = calloc(c->tx_n, sizeof(*c->tx_free));
 	if (!c->rx_buf || !c->tx_buf || !c->tx_free)
 		return -ENOMEM;
@@ -204,8 +230,8 @@ static int alloc_buffers(struct kvf_conn *c)
 	for (uint32_t i = 0; i < c->tx_n; i++)
 		c->tx_free[c->tx_nfree++] = c->tx_n - 1 - i;
 	kvf_frameq_init(&c->fq, frames_max(cfg));
-	rc = kvf_verbs_reg_mr(t->pd, c->rx_buf, (size_t)c->rx_n * t->frame_max,
-			      IBV_ACCESS_LOCAL_WRITE, "receive buffers", &c->rx_mr);
+	rc = kvf_verbs_reg_mr(t->pd, c->rx_buf, rx_bytes(c), IBV_ACCESS_LOCAL_WRITE,
+			      "receive buffers", &c->rx_mr);
 	if (!rc)
 		rc = kvf_verbs_reg_mr(t->pd, c->tx_buf, tx_bytes(c), 0, "send buffers", &c->tx_mr);
 	return rc;
