@@ -10,12 +10,13 @@
 #   scripts/chaos.sh [--rooms N (1000)] [--json] [--soak N] [--seed S] [SCENARIO...]
 #
 # --json: the JSON document on stdout, the table on stderr.
-# --soak N: instead of the matrix, N rooms with the faults that leave the
-#   connection up, at low rates (KVF_SOAK_TEARDOWNS=1 adds corrupt, qp_error
-#   and bad_rkey, the prefill then following the decode's requests:
-#   docs/chaos.md); RSS, fds and heap sampled every 10,000 rooms
-#   (KVF_SOAK_SAMPLE_EVERY), checked flat from the first sample past 10,000
-#   rooms to the last.
+# --soak N: instead of the matrix, N rooms with every fault kind at low
+#   rates: those that leave the connection up and the teardowns (corrupt,
+#   qp_error, bad_rkey; KVF_SOAK_TEARDOWNS=0 leaves these out), the prefill
+#   following the decode's requests (docs/chaos.md); RSS, fds, mappings and
+#   heap sampled every 10,000 rooms (KVF_SOAK_SAMPLE_EVERY), checked flat
+#   from the first sample past 10,000 rooms to the last (samples taken while
+#   a connection is remade left out).
 # Build dir: KVF_FAULT_BUILD_DIR (default build-fault; made with
 # -Dfault_inject=true if missing). Raw output kept in KVF_CHAOS_OUT (default
 # a new /tmp/kvf-chaos.* directory).

@@ -53,10 +53,11 @@ ring_full) # a 64-entry event ring left undrained 50 ms at a time
 	DL+=(--set engine.ring_size=64) ;;
 cpu_starve) # the decode is stopped 300 ms of every second
 	starve=1 ;;
-soak) # the faults that leave the connection up, at low rates, for a long
-	# run; KVF_SOAK_TEARDOWNS=1 adds the three whose designed response is a
-	# teardown (corrupt, qp_error, bad_rkey), with the decode's
-	# receiver-waiting deadline (45 s) above the prefill's bootstrap (30 s)
+soak) # every fault kind, at low rates, for a long run: those that leave the
+	# connection up, and the three whose designed response is a teardown
+	# (corrupt, qp_error, bad_rkey; KVF_SOAK_TEARDOWNS=0 leaves them out),
+	# with the decode's receiver-waiting deadline (45 s) above the prefill's
+	# bootstrap (30 s)
 	# so that after a teardown the drivers' windows can meet again, and the
 	# prefill following the decode's requests (kvf_driver --follow: two
 	# self-paced windows drift apart for good; docs/chaos.md, "The soak")
@@ -64,7 +65,7 @@ soak) # the faults that leave the connection up, at low rates, for a long
 	P=(--sample-every "${KVF_SOAK_SAMPLE_EVERY:-10000}")
 	PF=drop:ABORT:0.01,dup:ROOM_INFO:0.005,delay:any:0.005:20ms,reorder:ABORT_ACK:0.01,stall_cq:20ms:0.0005,ring_full:20ms:0.0005
 	DF=drop:ABORT_ACK:0.01,dup:ABORT:0.01,delay:any:0.005:20ms,reorder:ABORT:0.01,stall_cq:20ms:0.0005,ring_full:20ms:0.0005
-	if [ "${KVF_SOAK_TEARDOWNS:-0}" = 1 ]; then
+	if [ "${KVF_SOAK_TEARDOWNS:-1}" = 1 ]; then
 		PF+=,corrupt:ABORT:0.0005,qp_error:every:30000,bad_rkey:0.00005
 		P+=(--follow 30) # the prefill creates what the decode asks for
 		DL=("${DL[@]/deadlines.receiver_waiting_s=5/deadlines.receiver_waiting_s=45}")
