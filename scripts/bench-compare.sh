@@ -43,7 +43,7 @@ KVF_PROG=bench-compare
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$KVF_REPO"
 
-quick=0 inner=0 only= gwait=(--wait)
+quick=0 inner=0 only='' gwait=(--wait)
 out=${KVF_BUILD_DIR:-build}/bench-compare
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -99,13 +99,16 @@ perftest() {
 	local tool=$1 s=$2 n=$3 log=$out/raw/$1$tag-$2.log
 	shift 3
 	port=$((port + 1))
+	# each side's CPU seconds (user, sys) in LOG.cpu / LOG.server.cpu: the
+	# report's CPU per GB against kvferry's
 	# shellcheck disable=SC2086
-	run_logged "$log.server" timeout -k 5 180 "$tool" -d "$DEV0" $X0 -u 18 -p $port -F \
-		-s "$s" -n "$n" "$@" &
+	run_logged "$log.server" /usr/bin/time -f 'cpu_s user=%U sys=%S' -o "$log.server.cpu" \
+		timeout -k 5 180 "$tool" -d "$DEV0" $X0 -u 18 -p $port -F -s "$s" -n "$n" "$@" &
 	listen_wait $port || kvf_log "$tool server on port $port did not listen"
 	# shellcheck disable=SC2086
-	run_logged "$log" timeout -k 5 180 "$tool" -d "$cdev" $cx -u 18 -p $port -F \
-		-s "$s" -n "$n" "$@" "$ADDR0" || kvf_log "$tool -s $s failed (raw/${log##*/})"
+	run_logged "$log" /usr/bin/time -f 'cpu_s user=%U sys=%S' -o "$log.cpu" \
+		timeout -k 5 180 "$tool" -d "$cdev" $cx -u 18 -p $port -F -s "$s" -n "$n" "$@" \
+		"$ADDR0" || kvf_log "$tool -s $s failed (raw/${log##*/})"
 	wait || true
 }
 
@@ -115,7 +118,7 @@ perftest() {
 # ud_verbs for its wireup) on the RoCE v2 GID perftest uses; rc_verbs with
 # tcp for the wireup. Each attempt's output is kept (raw/ucx-TEST-SIZE.log.N).
 UCX_CONFIGS=("UCX_TLS=rc" "UCX_TLS=rc_verbs,tcp")
-ucx_ok= ucx_bad=,
+ucx_ok='' ucx_bad=,
 ucx() {
 	local t=$1 s=$2 n=$3 log=$out/raw/ucx-$1-$2.log k cfgs
 	cfgs=("${UCX_CONFIGS[@]}")

@@ -118,7 +118,38 @@ def raw_figures(raw):
             res[g]["prefill_process"] = pre
     uct_figures(raw, res)
     res["python"] = kvf_json(f"{raw}/python.json")
+    res["ib_write_bw_cpu_s_per_gb"] = perftest_cpu_per_gb(raw, "ib_write_bw", 16384)
     return res
+
+
+def cpu_seconds(path):
+    """user + sys of a /usr/bin/time -f 'cpu_s user=%U sys=%S' file, or None."""
+    for line in read(path).splitlines():
+        if line.startswith("cpu_s "):
+            f = dict(kv.split("=", 1) for kv in line.split()[1:])
+            return float(f["user"]) + float(f["sys"])
+    return None
+
+
+def perftest_cpu_per_gb(raw, tool, size):
+    """CPU seconds of both perftest processes (client and server, the whole
+    run) per GB (1e9 bytes) the client wrote, or None."""
+    log = f"{raw}/{tool}-{size}.log"
+    row = perftest_row(read(log), size)
+    c, s = cpu_seconds(f"{log}.cpu"), cpu_seconds(f"{log}.server.cpu")
+    if not row or c is None or s is None:
+        return None
+    return (c + s) / (int(row[0]) * int(row[1]) / 1e9)
+
+
+def kvf_cpu_per_gb(run):
+    """Scheduler + pollers CPU seconds per GB of both kvferry-bench
+    processes (each over its timed pass), or None."""
+    sides = (run, pick(run, "prefill_process"))
+    per = [pick(x, "cpu_s_per_gb") for x in sides]
+    if any(p is None for p in per):
+        return None
+    return sum(p["scheduler"] + p["pollers"] for p in per)
 
 
 def uct_figures(raw, res):
@@ -176,6 +207,9 @@ def goals(res):
     add("sglang 64 x 2 KiB pages (Gb/s) / ib_write_bw 64 KiB",
         pick(gs, "gbit_per_s"), res["ib_write_bw"].get(65536), 0.9, False,
         ("raw/kvf-goal-sglang.json", "raw/ib_write_bw-65536.log"))
+    add("16 KiB goal: scheduler + pollers CPU s/GB, both processes / ib_write_bw 16 KiB, both",
+        kvf_cpu_per_gb(g16), res.get("ib_write_bw_cpu_s_per_gb"), 1.2, True,
+        ("raw/kvf-goal-16k.json", "raw/ib_write_bw-16384.log.cpu"))
     latency_goals(res, gl, lk, add)
     for s in SIZES:
         k = res["kvferry_sweep"].get(s)

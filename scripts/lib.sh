@@ -33,7 +33,7 @@ KVF_PKGS_RDMA=(rdma-core ibverbs-utils ibverbs-providers rdmacm-utils perftest
 	iproute2 kmod)
 KVF_PKGS_VM=(qemu-system-x86 linux-image-amd64 busybox-static cpio)
 # Only scripts/bench-compare.sh: UCX's ucx_perftest and the plots.
-KVF_PKGS_BENCH=(ucx-utils gnuplot-nox)
+KVF_PKGS_BENCH=(ucx-utils gnuplot-nox time)
 
 kvf_log() { printf '%s: %s\n' "${KVF_PROG:-kvferry}" "$*" >&2; }
 kvf_die() { kvf_log "error: $*"; exit 1; }
