@@ -58,6 +58,7 @@ import traceback
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+import backend_meter  # noqa: E402
 import harness as H  # noqa: E402
 
 BOOTSTRAP_PORT0 = 18980  # + the shape's index
@@ -182,6 +183,7 @@ def run_prefill(a, shape, idx, phase0=0):
     child stops at the kill point and is SIGKILLed by the parent."""
     S = H.load()
     H.use_kvferry()
+    meter = backend_meter.install()
     spec = SHAPES[shape]
     port = BOOTSTRAP_PORT0 + idx
     # SGLang's bootstrap server, as its prefill's HTTP server process starts
@@ -266,7 +268,8 @@ def run_prefill(a, shape, idx, phase0=0):
     th.join()
     results, errors = holder.get("res", ([], ["no result"]))
     res = {"shape": shape, "role": "prefill", "phase0": phase0, "errors": errors,
-           "wall_s": round(time.monotonic() - t0, 2), "ranks": [x for x in results if x is not None]}
+           "wall_s": round(time.monotonic() - t0, 2), "ranks": [x for x in results if x is not None],
+           "backend": meter.snapshot()}
     write_file(os.path.join(a.dir, f"{shape}.prefill.json"), json.dumps(res))
     if hasattr(srv, "close"):
         srv.close()
@@ -276,6 +279,7 @@ def run_prefill(a, shape, idx, phase0=0):
 def run_decode(a, shape, idx):
     H.load()
     H.use_kvferry()
+    meter = backend_meter.install()
     spec = SHAPES[shape]
     port = BOOTSTRAP_PORT0 + idx
     if not wait_file(os.path.join(a.dir, f"{shape}.prefill-up0"), a.timeout):
@@ -328,7 +332,7 @@ def run_decode(a, shape, idx):
     t0 = time.monotonic()
     results, errors = run_ranks(spec["d"], rank)
     res = {"shape": shape, "role": "decode", "errors": errors, "wall_s": round(time.monotonic() - t0, 2),
-           "ranks": [x for x in results if x is not None]}
+           "ranks": [x for x in results if x is not None], "backend": meter.snapshot()}
     write_file(os.path.join(a.dir, f"{shape}.decode.json"), json.dumps(res))
     return 0 if not errors else 1
 
@@ -385,6 +389,11 @@ def verdict(shape, role, res):
             if k in r:
                 f[k] = f.get(k, 0) + r[k]
     f["wall_s"] = res.get("wall_s")
+    # what the backend cost SGLang's loop a request (backend_meter.py)
+    b = res.get("backend") or {}
+    for k in ("us_per_request", "python_us_per_request", "progress_us_per_request"):
+        if k in b:
+            f["backend_" + k] = b[k]
     if reasons:
         f["reasons"] = json.dumps(reasons, separators=(",", ":"))
     return not bad, f, bad
