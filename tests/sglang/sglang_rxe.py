@@ -183,7 +183,7 @@ def run_prefill(a, shape, idx, phase0=0):
     child stops at the kill point and is SIGKILLed by the parent."""
     S = H.load()
     H.use_kvferry()
-    meter = backend_meter.install()
+    meter = backend_meter.install(profile=os.environ.get("KVF_METER_PROFILE") == "1")
     spec = SHAPES[shape]
     port = BOOTSTRAP_PORT0 + idx
     # SGLang's bootstrap server, as its prefill's HTTP server process starts
@@ -279,7 +279,7 @@ def run_prefill(a, shape, idx, phase0=0):
 def run_decode(a, shape, idx):
     H.load()
     H.use_kvferry()
-    meter = backend_meter.install()
+    meter = backend_meter.install(profile=os.environ.get("KVF_METER_PROFILE") == "1")
     spec = SHAPES[shape]
     port = BOOTSTRAP_PORT0 + idx
     if not wait_file(os.path.join(a.dir, f"{shape}.prefill-up0"), a.timeout):
@@ -391,9 +391,12 @@ def verdict(shape, role, res):
     f["wall_s"] = res.get("wall_s")
     # what the backend cost SGLang's loop a request (backend_meter.py)
     b = res.get("backend") or {}
-    for k in ("us_per_request", "python_us_per_request", "progress_us_per_request"):
-        if k in b:
+    for k in ("us_per_request", "python_us_per_request", "progress_us_per_request",
+              "c_us_per_request"):
+        if b.get(k) is not None:
             f["backend_" + k] = b[k]
+    if b.get("by_method"):
+        f["backend_top"] = ",".join(f"{m}:{us}" for m, (_, us) in list(b["by_method"].items())[:3])
     if reasons:
         f["reasons"] = json.dumps(reasons, separators=(",", ":"))
     return not bad, f, bad
