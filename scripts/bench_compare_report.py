@@ -10,6 +10,7 @@ result is None in the JSON and "no figure" in the table, with the log.
 """
 import json
 import math
+import os
 import shutil
 import subprocess
 import sys
@@ -119,6 +120,11 @@ def raw_figures(raw):
     uct_figures(raw, res)
     res["python"] = kvf_json(f"{raw}/python.json")
     res["ib_write_bw_cpu_s_per_gb"] = perftest_cpu_per_gb(raw, "ib_write_bw", 16384)
+    # the five step's runs, where it ran (each with its own reference)
+    if os.path.exists(f"{raw}/ib_write_bw-run1-16384.log"):
+        res["five_16k"] = [(kvf_json(f"{raw}/kvf-goal-16k-run{i}.json"),
+                            bw_gbps(f"{raw}/ib_write_bw-run{i}-16384.log", 16384))
+                           for i in range(1, 6)]
     return res
 
 
@@ -217,6 +223,9 @@ def goals(res):
             pick(k, "gbit_per_s"), res["ucx_put_bw"].get(s), 1.0, False,
             (f"raw/kvf-sweep-{s}.json", f"raw/ucx-ucp_put_bw-{s}.log"))
     uct_goals(res, add)
+    for i, (k, bw) in enumerate(res.get("five_16k", []), 1):
+        add(f"16 KiB goal, run {i} of 5 (Gb/s) / its ib_write_bw 16 KiB", pick(k, "gbit_per_s"), bw,
+            1.0, False, (f"raw/kvf-goal-16k-run{i}.json", f"raw/ib_write_bw-run{i}-16384.log"))
     py = res.get("python")
     add(f"poll_many over {pick(py, 'rooms') or 1000} rooms (us) / as many single poll() (us)",
         pick(py, "poll_many_us"), pick(py, "single_polls_us"), 0.1, True,
