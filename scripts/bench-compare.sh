@@ -376,15 +376,20 @@ python_part() {
 # five: the 16 KiB goal five times, each right after its own ib_write_bw
 # 16 KiB (issue 26 asks for the goal in five runs of five: ib_write_bw
 # itself swings 0.18-0.32 Gb/s between runs here, so each ratio is against
-# the reference taken just before it), in raw/ib_write_bw-runN-16384.log
-# and raw/kvf-goal-16k-runN.json.
+# the reference taken just before it), with one QP per peer (the default)
+# and with two (rdma.qps_per_peer 2, the decode's key: on rxe the receiving
+# side's work is per QP, so two QPs spread it over both vCPUs), in
+# raw/ib_write_bw-runN-16384.log, raw/kvf-goal-16k-runN.json and
+# raw/kvf-goal-16k-qp2-runN.json.
 five_16k() {
 	local i n=$((quick ? 30 : 80))
+	local bw=(--rooms "$n" --buffers 64 --blocks-per-room 2 --block-size 16384 --layout rotated
+		--verify-rooms 8 "${gwait[@]+"${gwait[@]}"}")
 	for i in 1 2 3 4 5; do
 		kvf_log "16 KiB goal, run $i of 5"
 		PT_TAG=-run$i perftest ib_write_bw 16384 "$(iters 16384)" --report_gbits
-		kvf "goal-16k-run$i" --rooms $n --buffers 64 --blocks-per-room 2 --block-size 16384 \
-			--layout rotated --verify-rooms 8 --seed $((10 + i)) "${gwait[@]+"${gwait[@]}"}"
+		kvf "goal-16k-run$i" "${bw[@]}" --seed $((10 + i))
+		kvf "goal-16k-qp2-run$i" "${bw[@]}" --seed $((10 + i)) --decode-set rdma.qps_per_peer=2
 	done
 }
 

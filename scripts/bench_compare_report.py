@@ -123,6 +123,7 @@ def raw_figures(raw):
     # the five step's runs, where it ran (each with its own reference)
     if os.path.exists(f"{raw}/ib_write_bw-run1-16384.log"):
         res["five_16k"] = [(kvf_json(f"{raw}/kvf-goal-16k-run{i}.json"),
+                            kvf_json(f"{raw}/kvf-goal-16k-qp2-run{i}.json"),
                             bw_gbps(f"{raw}/ib_write_bw-run{i}-16384.log", 16384))
                            for i in range(1, 6)]
     return res
@@ -223,9 +224,13 @@ def goals(res):
             pick(k, "gbit_per_s"), res["ucx_put_bw"].get(s), 1.0, False,
             (f"raw/kvf-sweep-{s}.json", f"raw/ucx-ucp_put_bw-{s}.log"))
     uct_goals(res, add)
-    for i, (k, bw) in enumerate(res.get("five_16k", []), 1):
+    for i, (k, k2, bw) in enumerate(res.get("five_16k", []), 1):
+        logs = (f"raw/kvf-goal-16k-run{i}.json", f"raw/ib_write_bw-run{i}-16384.log")
         add(f"16 KiB goal, run {i} of 5 (Gb/s) / its ib_write_bw 16 KiB", pick(k, "gbit_per_s"), bw,
-            1.0, False, (f"raw/kvf-goal-16k-run{i}.json", f"raw/ib_write_bw-run{i}-16384.log"))
+            1.0, False, logs)
+        add(f"16 KiB goal, run {i} of 5, rdma.qps_per_peer 2 (Gb/s) / the same ib_write_bw",
+            pick(k2, "gbit_per_s"), bw, 1.0, False,
+            (f"raw/kvf-goal-16k-qp2-run{i}.json", logs[1]))
     py = res.get("python")
     add(f"poll_many over {pick(py, 'rooms') or 1000} rooms (us) / as many single poll() (us)",
         pick(py, "poll_many_us"), pick(py, "single_polls_us"), 0.1, True,
