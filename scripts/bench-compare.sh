@@ -289,6 +289,9 @@ inner_run() {
 		--layout rotated --verify-rooms 8 --seed 5 "${gwait[@]+"${gwait[@]}"}"
 	kvf goal-sglang --rooms $n --buffers 64 --blocks-per-room 16 --block-size 2048 \
 		--layout sglang --verify-rooms 8 --seed 6 "${gwait[@]+"${gwait[@]}"}"
+	kvf goal-sglang-qp2 --rooms $n --buffers 64 --blocks-per-room 16 --block-size 2048 \
+		--layout sglang --verify-rooms 8 --seed 6 "${gwait[@]+"${gwait[@]}"}" \
+		--decode-set rdma.qps_per_peer=2
 	kvf sglang-spin --rooms $n --buffers 64 --blocks-per-room 16 --block-size 2048 \
 		--layout sglang --verify-rooms 8 --seed 6
 	kvf goal-lat64 --rooms $((quick ? 200 : 1000)) --buffers 1 --blocks-per-room 1 \
@@ -351,6 +354,10 @@ uct_part() {
 		kvf "uct-$s" --loop --rooms "$(uct_rooms "$s")" --buffers 8 --blocks-per-room 8 \
 			--window 8 --block-size "$s" --layout contiguous --verify-rooms 4 --seed 11 \
 			"${gwait[@]+"${gwait[@]}"}"
+		# and with two QPs (see five_16k)
+		kvf "uct-$s-qp2" --loop --rooms "$(uct_rooms "$s")" --buffers 8 --blocks-per-room 8 \
+			--window 8 --block-size "$s" --layout contiguous --verify-rooms 4 --seed 11 \
+			"${gwait[@]+"${gwait[@]}"}" --decode-set rdma.qps_per_peer=2
 	done
 }
 

@@ -21,7 +21,8 @@ MIB_S_TO_GBPS = 1048576 * 8 / 1e9  # ucx_perftest's MB/s are MiB/s
 # the kvferry-bench runs of the goals and of the policy and wait parts
 RUNS = ("goal-16k", "goal-sglang", "sglang-spin", "goal-lat64", "lat64-spin", "lat64-wait",
         "lat64-sleep", "lat64-sleep-wait", "lat64-yield", "16k-wait", "16k-yield", "16k-sleep",
-        "16k-sleep-wait", "uct-16384", "uct-65536")
+        "16k-sleep-wait", "uct-16384", "uct-65536", "uct-16384-qp2", "uct-65536-qp2",
+        "goal-sglang-qp2")
 
 
 def read(path):
@@ -214,6 +215,9 @@ def goals(res):
     add("sglang 64 x 2 KiB pages (Gb/s) / ib_write_bw 64 KiB",
         pick(gs, "gbit_per_s"), res["ib_write_bw"].get(65536), 0.9, False,
         ("raw/kvf-goal-sglang.json", "raw/ib_write_bw-65536.log"))
+    add("the same, rdma.qps_per_peer 2 (Gb/s) / ib_write_bw 64 KiB",
+        pick(res.get("goal-sglang-qp2"), "gbit_per_s"), res["ib_write_bw"].get(65536), 0.9, False,
+        ("raw/kvf-goal-sglang-qp2.json", "raw/ib_write_bw-65536.log"))
     add("16 KiB goal: scheduler + pollers CPU s/GB, both processes / ib_write_bw 16 KiB, both",
         kvf_cpu_per_gb(g16), res.get("ib_write_bw_cpu_s_per_gb"), 1.2, True,
         ("raw/kvf-goal-16k.json", "raw/ib_write_bw-16384.log.cpu"))
@@ -269,6 +273,9 @@ def uct_goals(res, add):
             {"ib_write_bw_same_path": bw, "kvferry_over_ib_write_bw": ratio(k, bw),
              "uct_over_ib_write_bw": ratio(res["uct_put_bw"].get(s), bw),
              "log": f"raw/ib_write_bw-loop-{s}.log"})
+        add("the same, rdma.qps_per_peer 2 (Gb/s) / UCT put_bw rc_verbs",
+            pick(res.get(f"uct-{s}-qp2"), "gbit_per_s"), res["uct_put_bw"].get(s), 1.0, False,
+            (f"raw/kvf-uct-{s}-qp2.json", f"raw/uct-put_bw-{s}.log"))
 
 
 def fmt(x, p=4):
