@@ -77,15 +77,21 @@ void kvf_timers_set(struct kvf_timers *t, uint32_t slot, uint64_t when)
 {
 	uint32_t i;
 
-	if (t->pos[slot]) {
-		i = t->pos[slot] - 1;
-		t->heap[i].when = when;
-	} else {
+	if (!t->pos[slot]) {
 		i = t->n++;
 		place(t, i, (struct kvf_timer_ent){ .when = when, .slot = slot });
+		sift_up(t, i);
+		return;
 	}
-	sift_up(t, i);
-	sift_down(t, t->pos[slot] - 1);
+	/* A move goes one way only: earlier up, later down. */
+	i = t->pos[slot] - 1;
+	if (when < t->heap[i].when) {
+		t->heap[i].when = when;
+		sift_up(t, i);
+	} else if (when > t->heap[i].when) {
+		t->heap[i].when = when;
+		sift_down(t, i);
+	}
 }
 
 void kvf_timers_cancel(struct kvf_timers *t, uint32_t slot)
