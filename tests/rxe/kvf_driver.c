@@ -72,7 +72,9 @@
  * --sample-every N: "driver: sample" with RSS, fds and heap bytes every N
  *   terminal rooms (the soak): heap is the main arena's (mallinfo2, as
  *   --leak-check), heap_all every arena's (malloc_info; the poller thread's
- *   arena included); rss_trim_kb the RSS after malloc_trim(0).
+ *   arena included); rss_trim_kb the RSS after malloc_trim(0), split into
+ *   anon_kb, file_kb and shmem_kb; maps the mappings; conns the connections
+ *   holding buffers (a reconnect shows as 2).
  * A hard alarm at --timeout + 60 s kills a driver that hangs anywhere.
  * Exit: 0 all rooms terminal and released, 2 timeout, 1 setup error.
  */
@@ -202,9 +204,14 @@ struct room {
 /* The driver's room table, resident from the start (MAP_POPULATE): calloc
  * would map it untouched and the soak's RSS would grow by its pages as rooms
  * reach them (4 MB at 100,000 rooms) with every heap figure flat. */
+static size_t rooms_bytes(uint32_t n)
+{
+	return (size_t)(n ? n : 1) * sizeof(struct room); /* mmap refuses 0 bytes */
+}
+
 static struct room *rooms_table(uint32_t n)
 {
-	void *p = mmap(NULL, (size_t)n * sizeof(struct room), PROT_READ | PROT_WRITE,
+	void *p = mmap(NULL, rooms_bytes(n), PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
 
 	return p == MAP_FAILED ? NULL : p;
@@ -960,7 +967,7 @@ int main(int argc, char **argv)
 		       after.rss_kb);
 		leak_shim_call("kvf_leak_report");
 	}
-	munmap(R.rooms, (size_t)o.rooms * sizeof(*R.rooms));
+	munmap(R.rooms, rooms_bytes(o.rooms));
 	free(bs);
 	return ret;
 }
