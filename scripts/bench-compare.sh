@@ -19,7 +19,7 @@
 # ib_write_bw and kvferry-bench, all three DEV0 -> DEV0 (the path UCT's
 # server allows). five: the 16 KiB goal five times, each after its own
 # ib_write_bw. On the host afterwards (python) scripts/bench_python.py:
-# poll_many against single poll() calls. Then
+# poll_many and changed() against single poll() calls. Then
 # scripts/bench_compare_report.py prints every raw figure and the ratios,
 # writes DIR/results.json and draws DIR/bandwidth.svg and DIR/latency.svg
 # (gnuplot). --quick: fewer iterations and rooms (a smoke run, not figures);
@@ -362,11 +362,11 @@ uct_part() {
 }
 
 # python_part (host, after the guest, not under qemu's load): poll_many
-# over 1,000 rooms against 1,000 single poll() calls (scripts/
-# bench_python.py) with the extension in $build/python, built here (that
-# target only: the build log in raw/python.build); its figures in
-# raw/python.log, its JSON line in raw/python.json, its stderr (the rooms'
-# abort messages, a thousand lines) in raw/python.err
+# over 1,000 rooms and changed() over 1,000 watched rooms, against 1,000
+# single poll() calls (scripts/bench_python.py) with the extension in
+# $build/python, built here (that target only: the build log in
+# raw/python.build); its figures in raw/python.log, its JSON line in
+# raw/python.json, its stderr in raw/python.err
 python_part() {
 	local ext log=$out/raw/python cmd
 	mkdir -p "$out/raw"

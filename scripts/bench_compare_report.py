@@ -197,9 +197,10 @@ def goals(res):
 
     def add(name, fig, ref, goal, le, logs, beside=None):
         r = ratio(fig, ref)
+        # goal None: a figure shown beside a goal, judged by nothing
         row = {"measure": name, "kvferry": fig, "reference": ref, "ratio": r,
-               "goal": ("<= " if le else ">= ") + str(goal),
-               "met": None if r is None else (r <= goal if le else r >= goal)}
+               "goal": "-" if goal is None else ("<= " if le else ">= ") + str(goal),
+               "met": None if r is None or goal is None else (r <= goal if le else r >= goal)}
         missing = list(dict.fromkeys(log for log, v in zip(logs, (fig, ref)) if v is None))
         if missing:
             row["no_figure"] = missing
@@ -239,6 +240,14 @@ def goals(res):
     add(f"poll_many over {pick(py, 'rooms') or 1000} rooms (us) / as many single poll() (us)",
         pick(py, "poll_many_us"), pick(py, "single_polls_us"), 0.1, True,
         ("raw/python.json", "raw/python.json"))
+    ch = (py or {}).get("changed_us") or {}
+    for k in sorted(ch, key=int):
+        goal_row = int(k) == pick(py, "goal_changes")
+        add(f"changed() over {pick(py, 'rooms') or 1000} watched rooms, {k} changed (us) / "
+            "as many single poll() (us)" + (" [the goal: 1% a scheduler iteration]"
+                                              if goal_row else ""),
+            ch[k], pick(py, "single_polls_us"), 0.1 if goal_row else None, True,
+            ("raw/python.json", "raw/python.json"))
     return out
 
 
@@ -335,7 +344,8 @@ def print_anchors(res):
               f"ib_write_bw {fmt(res['ib_write_bw_loop'].get(s))} Gb/s, kvferry {fmt(k)} Gb/s")
     py = res.get("python")
     print(f"python: {pick(py, 'rooms')} single poll() {pick(py, 'single_polls_us')} us, "
-          f"poll_many {pick(py, 'poll_many_us')} us" if py else
+          f"poll_many {pick(py, 'poll_many_us')} us, changed() by changes "
+          f"{py.get('changed_us')} us" if py else
           "python: no figure (raw/python.json)")
 
 
@@ -346,7 +356,7 @@ def print_goals(goals_):
     print(f"{'measure':<{w}} {'kvferry':>9} {'reference':>10} {'ratio':>7} {'goal':>7}  met")
     for g in goals_:
         met = fmt(g["met"]) if g["met"] is not None else \
-            "no figure: " + ", ".join(g.get("no_figure", ["?"]))
+            "no figure: " + ", ".join(g["no_figure"]) if g.get("no_figure") else "-"
         print(f"{g['measure']:<{w}} {fmt(g['kvferry']):>9} {fmt(g['reference']):>10} "
               f"{fmt(g['ratio']):>7} {g['goal']:>7}  {met}")
         b = g.get("beside")

@@ -21,6 +21,7 @@
 #include "engine_impl.h"
 #include "metrics.h"
 #include "sized.h"
+#include "watch.h"
 #include "fault_ring.h"
 #if HAVE_RDMA
 #include "rdma/rails.h"
@@ -94,6 +95,7 @@ static void free_tables(struct kvf_engine *eng)
 		free(eng->slots[i].fail);
 	}
 	kvf_early_fini(&eng->early);
+	kvf_watch_free(eng);
 	kvf_conn_rooms_fini(&eng->by_conn);
 	kvf_timers_fini(&eng->timers);
 	kvf_idmap_fini(&eng->ids);

@@ -25,6 +25,7 @@
 
 struct kvf_metrics;
 struct kvf_ring;
+struct kvf_watch;
 
 struct kvf_engine {
 	struct kvf_config cfg;
@@ -57,6 +58,7 @@ struct kvf_engine {
 	struct kvf_regions regions; /* kvf_region_register's */
 
 	struct kvf_room_obs *obs; /* per slot, beside slots */
+	struct kvf_watch *watch;  /* NULL until the first kvf_watch (watch.h) */
 	struct kvf_obs_counters oc;
 	struct kvf_metrics *metrics; /* NULL: no snapshots (metrics.listen_port 0) */
 

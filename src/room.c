@@ -13,6 +13,7 @@
 
 #include "fan.h"
 #include "log.h"
+#include "watch.h"
 
 uint64_t kvf_now(const struct kvf_engine *eng)
 {
@@ -196,6 +197,7 @@ static void enter_state(struct kvf_engine *eng, struct kvf_slot *r, unsigned sta
 	if (state == KVF_SUCCESS)
 		success_obs(eng, r);
 	arm_deadline(eng, r); /* FREE has none: cancels */
+	kvf_watch_note(eng, r);
 }
 
 /* r into conn's room list (out of the one it is in). */
@@ -540,6 +542,7 @@ void kvf_room_free(struct kvf_engine *eng, struct kvf_slot *r, bool mapped)
 	r->chunks = NULL;
 	r->info = NULL;
 	r->fail = NULL;
+	kvf_watch_forget(eng, r);
 	kvf_room_transition(eng, r, KVF_ROOM_FREE); /* cancels its deadline */
 	eng->st.released++;
 	/* A new generation: every handle, work request and immediate that

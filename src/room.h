@@ -46,6 +46,7 @@ enum kvf_room_flag {
 	KVF_RF_ACK_OWED = 1 << 2,      /* sender: ABORT_ACK once drained */
 	KVF_RF_ABORT_OWED = 1 << 3,    /* sender: ABORT to the peer once drained */
 	KVF_RF_LAST_SENT = 1 << 4,     /* sender: the LAST chunk was posted */
+	KVF_RF_WATCHED = 1 << 5,       /* kvf_watch: changes go on the change list (watch.h) */
 };
 
 /* Why quiescence is being looked at: each names a rule of

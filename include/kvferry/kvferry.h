@@ -635,6 +635,35 @@ KVF_API int kvf_quiescent(kvf_engine *eng, kvf_room room);
  */
 KVF_API int kvf_release(kvf_engine *eng, kvf_room room);
 
+/*
+ * Watched rooms: what changed since the last look, instead of a poll of
+ * every room. After kvf_watch, each change of the room's kvf_poll state
+ * puts it on the engine's change list; kvf_changed takes up to max of them
+ * into out[], each with the state it has now and the caller's tag, and
+ * returns how many (0 when nothing changed), or -EINVAL (NULL out). A room
+ * changed twice between two calls is reported once, with its state then; a
+ * change that left the state as it was last reported (a fan member's) is
+ * not reported. The list holds every watched room at most once, so it never
+ * overflows: what max leaves out stays for the next call. Release and
+ * kvf_unwatch end the watch; a released room's changes not yet taken are
+ * dropped with it. Scheduler thread only, as every call on rooms.
+ *
+ * kvf_watch: 0, -EINVAL (stale handle), -ENOMEM (the table, made at the
+ * first call: 20 B per max_rooms slot). Watching a watched room replaces
+ * its tag. The state at this call counts as reported: the first change
+ * reported is one after it.
+ * kvf_unwatch: 0, or -EINVAL (stale handle, or not watched).
+ */
+struct kvf_change {
+	kvf_room room;
+	int state;  /* enum kvf_poll */
+	void *tag;  /* kvf_watch's */
+};
+
+KVF_API int kvf_watch(kvf_engine *eng, kvf_room room, void *tag);
+KVF_API int kvf_unwatch(kvf_engine *eng, kvf_room room);
+KVF_API int kvf_changed(kvf_engine *eng, struct kvf_change *out, uint32_t max);
+
 /* Names, for logs. Never NULL. */
 KVF_API const char *kvf_poll_str(int state);
 KVF_API const char *kvf_fail_reason_str(enum kvf_fail_reason r);

@@ -52,6 +52,12 @@ PyObject *engine_register_pool(EngineObject *self, PyObject *args, PyObject *kw)
 PyObject *engine_register_region(EngineObject *self, PyObject *args, PyObject *kw);
 PyObject *engine_unregister_region(EngineObject *self, PyObject *arg);
 
+/* watch.c: Engine.poll_many, watch, unwatch, changed */
+PyObject *engine_poll_many(EngineObject *self, PyObject *rooms);
+PyObject *engine_watch(EngineObject *self, PyObject *room);
+PyObject *engine_unwatch(EngineObject *self, PyObject *room);
+PyObject *engine_changed(EngineObject *self, PyObject *unused);
+
 /* stats.c: a new kvferry.Stats, Failure, RoomStats of the library's struct
  * (NULL with a Python exception). */
 PyObject *kvf_py_stats(const struct kvf_stats *st);

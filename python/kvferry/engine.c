@@ -437,49 +437,6 @@ static PyObject *engine_wait_prepare(EngineObject *self, PyObject *unused)
 	return PyFloat_FromDouble(rc / 1000.0);
 }
 
-static PyObject *engine_poll_many(EngineObject *self, PyObject *rooms)
-{
-	PyObject *seq, *out = NULL;
-	Py_ssize_t n;
-
-	if (engine_usable(self) < 0)
-		return NULL;
-	seq = PySequence_Fast(rooms, "poll_many takes a sequence of rooms");
-	if (!seq)
-		return NULL;
-	n = PySequence_Fast_GET_SIZE(seq);
-	out = PyList_New(n);
-	if (!out)
-		goto out;
-	for (Py_ssize_t i = 0; i < n; i++) {
-		PyObject *o = PySequence_Fast_GET_ITEM(seq, i);
-		RoomObject *r = (RoomObject *)o;
-		int st;
-
-		if (!PyObject_TypeCheck(o, &RoomType)) {
-			PyErr_Format(PyExc_TypeError, "poll_many: item %zd is a %.80s, not a Room", i,
-				     Py_TYPE(o)->tp_name);
-			Py_CLEAR(out);
-			goto out;
-		}
-		if (r->engine != self) {
-			PyErr_Format(PyExc_ValueError, "poll_many: room %zd belongs to another engine", i);
-			Py_CLEAR(out);
-			goto out;
-		}
-		st = kvf_poll(self->eng, r->h);
-		if (st < 0) {
-			raise_rc(st, "poll", r);
-			Py_CLEAR(out);
-			goto out;
-		}
-		PyList_SET_ITEM(out, i, PyLong_FromLong(st));
-	}
-out:
-	Py_DECREF(seq);
-	return out;
-}
-
 static PyObject *engine_stats(EngineObject *self, PyObject *unused)
 {
 	struct kvf_stats st = KVF_STATS_INIT;
@@ -583,6 +540,13 @@ static PyMethodDef engine_methods[] = {
 	  "pending, call progress() now; None: nothing falls due on a clock)." },
 	{ "poll_many", (PyCFunction)engine_poll_many, METH_O,
 	  "poll_many(rooms) -> list of states (ints, as kvferry.Poll), in one call" },
+	{ "watch", (PyCFunction)engine_watch, METH_O,
+	  "watch(room): its state changes from now on come out of changed()" },
+	{ "unwatch", (PyCFunction)engine_unwatch, METH_O,
+	  "unwatch(room): no more changes of it (release ends a watch by itself)" },
+	{ "changed", (PyCFunction)engine_changed, METH_NOARGS,
+	  "changed() -> list of (room.handle, state) for the watched rooms whose state changed "
+	  "since the last call, each once, with its state now; [] when none did" },
 	{ "stats", (PyCFunction)engine_stats, METH_NOARGS, "kvferry.Stats" },
 	{ "dump", (PyCFunction)engine_dump, METH_NOARGS, "One line per live room, as text." },
 	{ NULL, NULL, 0, NULL },

@@ -120,7 +120,8 @@ def _in_thread(fn):
 def test_calls_from_another_thread_raise(pooled):
     r = pooled.sender(7)
     for fn in (pooled.progress, pooled.stats, pooled.dump, r.poll, r.abort,
-               lambda: pooled.poll_many([r]), lambda: pooled.sender(8)):
+               lambda: pooled.poll_many([r]), lambda: pooled.sender(8),
+               lambda: pooled.watch(r), pooled.changed):
         out = _in_thread(fn)
         assert isinstance(out.get("exc"), WrongThreadError), fn
         assert str(threading.get_ident()) in str(out["exc"])
@@ -397,6 +398,43 @@ def test_poll_many(pooled):
     with kvferry.Engine() as other:
         with pytest.raises(ValueError, match="another engine"):
             other.poll_many([rooms[0]])
+
+
+def test_changed_reports_each_watched_change_once(pooled):
+    rooms = [pooled.sender(i) for i in range(10)]
+    for r in rooms[:8]:
+        pooled.watch(r)
+    assert pooled.changed() == [], "watching reports nothing: the state then counts as said"
+    rooms[3].abort()
+    rooms[9].abort()  # not watched
+    assert pooled.changed() == [(rooms[3].handle, Poll.FAILED)]
+    assert pooled.changed() == [], "said once"
+    pooled.unwatch(rooms[5])
+    rooms[5].abort()
+    rooms[6].abort()
+    assert rooms[6].release()
+    assert pooled.changed() == [], "unwatched, and released: neither is reported"
+    with pytest.raises(KVFerryError) as ei:
+        pooled.unwatch(rooms[5])
+    assert ei.value.errno == errno.EINVAL
+    with pytest.raises(TypeError, match="not a Room"):
+        pooled.watch(5)
+    with kvferry.Engine() as other:
+        with pytest.raises(ValueError, match="another engine"):
+            other.watch(rooms[0])
+
+
+def test_changed_hands_back_more_than_one_batch():
+    """kvf_changed is called 256 at a time: 600 changes come back whole."""
+    with kvferry.Engine(overrides={"engine.max_rooms": 700}) as e:
+        e.register_pool([np.zeros(16 * 64, dtype=np.uint8)], 64, 16)
+        rooms = [e.sender(i) for i in range(600)]
+        for r in rooms:
+            e.watch(r)
+            r.abort()
+        got = e.changed()
+        assert got == [(r.handle, Poll.FAILED) for r in rooms]
+        assert e.changed() == []
 
 
 def test_stats_and_room_stats(pooled):

@@ -81,6 +81,9 @@ def test_poll_progress_poll_many(world):
         r.poll()
         e.progress()
         e.poll_many(rooms)
+        e.watch(r)
+        e.changed()
+        e.unwatch(r)
 
     _check(f, e, r, rooms)
 
