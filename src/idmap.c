@@ -79,6 +79,11 @@ static uint32_t probe(const struct kvf_idmap *m, uint64_t id, uint32_t role, boo
 	return i;
 }
 
+void kvf_idmap_prefetch(const struct kvf_idmap *m, uint64_t id, uint32_t role)
+{
+	__builtin_prefetch(&m->tab[bucket(m, idmap_hash(id, role))], 1);
+}
+
 int kvf_idmap_insert(struct kvf_idmap *m, uint64_t id, uint32_t role, uint32_t val)
 {
 	bool found;

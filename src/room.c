@@ -503,14 +503,12 @@ int kvf_room_new(struct kvf_engine *eng, uint64_t id, enum kvf_role role, bool m
 
 	if (!eng->nfree)
 		return -ENOSPC;
+	if (mapped)
+		kvf_idmap_prefetch(&eng->ids, id, role);
 	slot = eng->free_stack[eng->nfree - 1];
-	if (mapped) {
-		rc = kvf_idmap_insert(&eng->ids, id, role, slot);
-		if (rc)
-			return rc; /* -EEXIST: the live room with this id is untouched */
-	}
-	eng->nfree--;
 	r = &eng->slots[slot];
+	/* The free slot is made ready while the id map's bucket loads: none of
+	 * this is read before the transition below makes it live. */
 	r->id = id;
 	r->role = (uint8_t)role;
 	r->flags = 0;
@@ -521,6 +519,14 @@ int kvf_room_new(struct kvf_engine *eng, uint64_t id, enum kvf_role role, bool m
 	r->fail_deadline = KVF_DL_NONE; /* kvf_failure reports it even when not failed */
 	memset(kvf_obs(eng, r), 0, sizeof(struct kvf_room_obs));
 	held = kvf_clock_hold(eng);
+	if (mapped) {
+		rc = kvf_idmap_insert(&eng->ids, id, role, slot);
+		if (rc) {
+			kvf_clock_drop(eng, held);
+			return rc; /* -EEXIST: the live room with this id is untouched */
+		}
+	}
+	eng->nfree--;
 	kvf_room_last(eng, r, KVF_LAST_CREATED);
 	r->created_ns = kvf_now(eng);
 	kvf_room_transition(eng, r, KVF_BOOTSTRAPPING); /* from KVF_ROOM_FREE */
