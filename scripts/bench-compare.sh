@@ -338,7 +338,14 @@ wait_part() {
 # --write_with_imm). -I 0: kvferry posts nothing inline (src/rdma sets no
 # IBV_SEND_INLINE, asks no max_inline_data), so neither does the anchor
 # (perftest turns inline off on rxe by itself, not on hardware).
-send_lat() { perftest ib_send_lat 64 "$(lat_iters 64)" -I 0; }
+# Then the same with -e (raw/ib_send_lat-events-64.log): perftest sleeping
+# on CQ events, as a waiting kvferry room's poller does; shown beside the
+# goal (the goal's anchor stays the spinning one), for what one sleeping
+# wakeup costs on this machine.
+send_lat() {
+	perftest ib_send_lat 64 "$(lat_iters 64)" -I 0
+	PT_TAG=-events perftest ib_send_lat 64 "$(lat_iters 64)" -I 0 -e
+}
 
 # uct step: at 16 and 64 KiB, UCT put_bw, ib_write_bw and kvferry-bench on
 # one path, DEV0 -> DEV0 (the only one UCT's server allows, see uct), for
