@@ -223,6 +223,16 @@ def run(inst, until, limit=400, before=None):
     raise AssertionError(f"not done in {limit} steps")
 
 
+def assert_nothing_held(X):
+    """Every room of X's workers is gone from the worker's books: no live
+    request, no watched room (Engine.changed's map), none waiting for a
+    release, no send waiting for its decode."""
+    for w in X.workers:
+        ws = w.connector.worker_side
+        assert ws.live == 0 and not ws._by_handle and not ws._retry and not ws._pending, \
+            (ws.live, ws._by_handle, ws._retry, ws._pending)
+
+
 def test_prefill_offers_and_frees_at_its_deadline():
     P = prefill(tp=2)
     publish(P, ["10.0.0.1:7000", "10.0.0.1:7001"])
@@ -245,6 +255,7 @@ def test_prefill_offers_and_frees_at_its_deadline():
     assert time.monotonic() - t0 >= 0.9           # deadlines.bootstrap_s = 1, not sooner
     assert len(P.pool.free_ids) == free0 and not P.scheduler.has_requests()
     assert all(w.connector.kvferry_outcomes() == {"send no decode": 1} for w in P.workers)
+    assert_nothing_held(P)
     P.shutdown()
 
 
@@ -337,7 +348,9 @@ def test_failed_receive_goes_through_vllms_failure_path(policy):
     else:
         assert "r1-d" in D.scheduler.errors and req.status == H.RequestStatus.FINISHED_ERROR
     assert len(D.pool.free_ids) == free0
+    assert_nothing_held(D)
     run(P, lambda: not P.scheduler.has_requests())
+    assert_nothing_held(P)
     P.shutdown()
     D.shutdown()
 

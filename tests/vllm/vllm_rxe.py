@@ -321,6 +321,9 @@ def run_decode(args):
     ok = sum(1 for r in stream if done.get(r + "-d") == "ok" and
              added[r].status == H.RequestStatus.FINISHED_LENGTH_CAPPED)
     unexpected = len(stream) - ok + st["early_free"]
+    if outcomes.get("changed: room not ours"):  # Engine.changed named a room the worker lost
+        out(f"vllm-rxe: UNEXPECTED {outcomes['changed: room not ours']} changes of unknown rooms")
+        unexpected += 1
     if full:
         if ABORT_MID + "-d" not in deferred:
             out("vllm-rxe: UNEXPECTED a-mid was released without waiting for quiescence")

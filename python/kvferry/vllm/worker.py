@@ -75,7 +75,7 @@ def ranks(vllm_config: Any) -> Tuple[int, int, int, int]:
         return 0, tp_size, 0, pp_size
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False)  # compared and hashed by identity: kept in sets
 class _Send:
     rid: str
     spec: SendSpec
@@ -85,7 +85,7 @@ class _Send:
     deferred: bool = False
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False)
 class _Recv:
     rid: str
     spec: RecvSpec
@@ -108,7 +108,12 @@ class WorkerSide:
         self.layout: Optional[CacheLayout] = None
         self.region: Optional[int] = None
         self._sends: Dict[str, _Send] = {}
+        self._pending: Dict[str, _Send] = {}  # sends whose room the decode has not asked for yet
         self._recvs: Dict[str, _Recv] = {}
+        # the watched rooms by handle (Engine.changed() names them so), and
+        # the terminal ones not released yet, looked at every step
+        self._by_handle: Dict[int, Any] = {}
+        self._retry: Set[Any] = set()
         self._invalid: Set[int] = set()     # blocks of failed receives, not reported yet
         self._done_recv: Set[str] = set()   # receives to report this step
         # the metadata already taken, held: its id() cannot be reused by the next
@@ -204,7 +209,7 @@ class WorkerSide:
         now = time.monotonic()
         wait = self.engine.deadline_s("deadlines.bootstrap_s") or 30
         for rid, spec in meta.send.items():
-            self._sends[rid] = _Send(rid, spec, now + wait)
+            self._sends[rid] = self._pending[rid] = _Send(rid, spec, now + wait)
 
     def _start_recv(self, rid: str, spec: RecvSpec) -> None:
         info = spec.info
@@ -221,6 +226,7 @@ class WorkerSide:
                 self._report_failed_recv(rid, spec, f"create {getattr(e, 'reason', None) or e}")
             return
         r = self._recvs[rid] = _Recv(rid, spec, room)
+        self._watch(room, r)
         blocks = np.asarray(spec.block_ids, dtype=np.int32)
         try:
             for k, t in enumerate(m.targets):
@@ -254,10 +260,27 @@ class WorkerSide:
                 r.aborted = True
                 r.room.abort()
         self.engine.progress()
-        sending = self._advance_sends()
-        self._advance_recvs()
+        changed = self._changed()
+        sending = self._advance_sends(changed)
+        self._advance_recvs(changed)
         recving, self._done_recv = self._done_recv, set()
         return sending or None, recving or None
+
+    def _changed(self) -> List[Any]:
+        """The sends and receives whose room changed state since the last
+        step. Every watched room is in _by_handle until released; one that
+        is not would be a bug here, counted and logged, never a KeyError in
+        vLLM's step."""
+        out = []
+        for h, st in self.engine.changed():
+            x = self._by_handle.get(h)
+            if x is None:
+                self.outcomes["changed: room not ours"] += 1
+                log.error("kvferry: room handle %#x changed to %s but is not a request's", h,
+                          kvferry.Poll(st).name)
+                continue
+            out.append(x)
+        return out
 
     def load_errors(self) -> Set[int]:
         out, self._invalid = self._invalid, set()
@@ -269,52 +292,82 @@ class WorkerSide:
         except kvferry.KVFerryError:
             return "unknown"
 
-    def _advance_sends(self) -> Set[str]:
+    def _advance_sends(self, changed: List[Any]) -> Set[str]:
         done: Set[str] = set()
         eng = self.engine
-        for rid, s in list(self._sends.items()):
-            if s.room is None:
-                n, user = eng.sender_pending(s.spec.room)
-                if n == 0:
-                    if time.monotonic() >= s.deadline:
-                        # nothing was posted: the blocks are free to go
-                        log.warning("request %s: room %#x: no decode asked for it within "
-                                    "deadlines.bootstrap_s; its blocks are freed", rid, s.spec.room)
-                        self.outcomes["send no decode"] += 1
-                        done.add(rid)
-                        del self._sends[rid]
-                    continue
-                try:  # n == -1: the decode's ABORT came first; the room is created FAILED
-                    s.room = eng.sender(s.spec.room, n=parse_user_data(user) if n > 0 else 1)
-                except kvferry.KVFerryError as e:
-                    log.warning("request %s: room %#x: sender not created: %s", rid,
-                                s.spec.room, e)
-                    self.outcomes["send create failed"] += 1
+        for rid, s in list(self._pending.items()):
+            n, user = eng.sender_pending(s.spec.room)
+            if n == 0:
+                if time.monotonic() >= s.deadline:
+                    # nothing was posted: the blocks are free to go
+                    log.warning("request %s: room %#x: no decode asked for it within "
+                                "deadlines.bootstrap_s; its blocks are freed", rid, s.spec.room)
+                    self.outcomes["send no decode"] += 1
                     done.add(rid)
-                    del self._sends[rid]
-                    continue
-            st = s.room.poll()
-            if st == kvferry.Poll.WAITING_FOR_INPUT and not s.sent:
-                self._send(s)
-                st = s.room.poll()
-            if st == kvferry.Poll.SUCCESS and s.room.release():
-                self.outcomes["send ok"] += 1
-            elif st == kvferry.Poll.FAILED:
-                why = self._failure(s.room)
-                if not s.room.release():  # writes may still read the blocks
-                    if not s.deferred:
-                        s.deferred = True
-                        self.deferred += 1
-                        self.deferred_ids.add(rid)
-                    continue
-                self.outcomes[f"send {why}"] += 1
-                log.warning("request %s: room %#x failed (%s); its blocks are freed", rid,
-                            s.spec.room, why)
-            else:
+                    del self._sends[rid], self._pending[rid]
                 continue
-            done.add(rid)
-            del self._sends[rid]
+            del self._pending[rid]
+            try:  # n == -1: the decode's ABORT came first; the room is created FAILED
+                s.room = eng.sender(s.spec.room, n=parse_user_data(user) if n > 0 else 1)
+            except kvferry.KVFerryError as e:
+                log.warning("request %s: room %#x: sender not created: %s", rid,
+                            s.spec.room, e)
+                self.outcomes["send create failed"] += 1
+                done.add(rid)
+                del self._sends[rid]
+                continue
+            self._watch(s.room, s)
+            self._step_send(s, done)  # its state now: watching reports only what follows
+        for s in changed:
+            if isinstance(s, _Send):
+                self._step_send(s, done)
+        for s in [x for x in self._retry if isinstance(x, _Send)]:
+            self._step_send(s, done)
         return done
+
+    def _watch(self, room: kvferry.Room, x: Any) -> None:
+        """The room's state changes come out of Engine.changed() from now on:
+        a step looks at the rooms that changed and those waiting to be
+        released (_retry), not at every room."""
+        self.engine.watch(room)
+        self._by_handle[room.handle] = x
+
+    def _forget(self, x: Any) -> None:
+        """x's room was released (or never watched): nothing of it is left."""
+        self._by_handle.pop(x.room.handle, None)
+        self._retry.discard(x)
+
+    def _step_send(self, s: _Send, done: Set[str]) -> None:
+        """One look at a sender room: send when the decode's lists are in,
+        release when terminal; a terminal room not released yet (writes may
+        still read the blocks) is looked at again every step."""
+        assert s.room is not None
+        st = s.room.poll()
+        if st == kvferry.Poll.WAITING_FOR_INPUT and not s.sent:
+            self._send(s)
+            st = s.room.poll()
+        if st == kvferry.Poll.SUCCESS:
+            if not s.room.release():
+                self._retry.add(s)
+                return
+            self.outcomes["send ok"] += 1
+        elif st == kvferry.Poll.FAILED:
+            why = self._failure(s.room)
+            if not s.room.release():  # writes may still read the blocks
+                if not s.deferred:
+                    s.deferred = True
+                    self.deferred += 1
+                    self.deferred_ids.add(s.rid)
+                self._retry.add(s)
+                return
+            self.outcomes[f"send {why}"] += 1
+            log.warning("request %s: room %#x failed (%s); its blocks are freed", s.rid,
+                        s.spec.room, why)
+        else:
+            return
+        self._forget(s)
+        done.add(s.rid)
+        del self._sends[s.rid]
 
     def _send(self, s: _Send) -> None:
         room = s.room
@@ -333,35 +386,48 @@ class WorkerSide:
         except kvferry.KVFerryError as e:  # the room is FAILED and says why
             log.warning("request %s: room %#x: send: %s", s.rid, s.spec.room, e)
 
-    def _advance_recvs(self) -> None:
-        for rid, r in list(self._recvs.items()):
-            st = r.room.poll()
-            if st == kvferry.Poll.SUCCESS:
-                if not r.room.release():
-                    continue
-                if r.spec.report:
-                    self._done_recv.add(rid)
-                self.outcomes["recv ok" if r.spec.report else "recv no data"] += 1
-            elif st == kvferry.Poll.FAILED:
-                why = self._failure(r.room)
-                if not r.room.release():  # a late write could still land: keep the blocks
-                    if not r.deferred:
-                        r.deferred = True
-                        self.deferred += 1
-                        self.deferred_ids.add(rid)
-                    continue
-                if r.spec.report:
-                    self._done_recv.add(rid)
-                    if not r.aborted:
-                        self._invalid.update(r.spec.block_ids)
-                self.outcomes[f"recv {'aborted' if r.aborted else why}"] += 1
+    def _advance_recvs(self, changed: List[Any]) -> None:
+        for r in changed:
+            if isinstance(r, _Recv):
+                self._step_recv(r)
+        for r in [x for x in self._retry if isinstance(x, _Recv)]:
+            self._step_recv(r)
+
+    def _step_recv(self, r: _Recv) -> None:
+        """One look at a receiver room: report it once released; a terminal
+        room not released yet (a late write could still land) is looked at
+        again every step."""
+        rid = r.rid
+        st = r.room.poll()
+        if st == kvferry.Poll.SUCCESS:
+            if not r.room.release():
+                self._retry.add(r)
+                return
+            if r.spec.report:
+                self._done_recv.add(rid)
+            self.outcomes["recv ok" if r.spec.report else "recv no data"] += 1
+        elif st == kvferry.Poll.FAILED:
+            why = self._failure(r.room)
+            if not r.room.release():  # a late write could still land: keep the blocks
+                if not r.deferred:
+                    r.deferred = True
+                    self.deferred += 1
+                    self.deferred_ids.add(rid)
+                self._retry.add(r)
+                return
+            if r.spec.report:
+                self._done_recv.add(rid)
                 if not r.aborted:
-                    log.warning("request %s: room %#x failed (%s); %s", rid, r.spec.room, why,
-                                f"{len(r.spec.block_ids)} blocks reported as load errors"
-                                if r.spec.report else "no data was asked for")
-            else:
-                continue
-            del self._recvs[rid]
+                    self._invalid.update(r.spec.block_ids)
+            self.outcomes[f"recv {'aborted' if r.aborted else why}"] += 1
+            if not r.aborted:
+                log.warning("request %s: room %#x failed (%s); %s", rid, r.spec.room, why,
+                            f"{len(r.spec.block_ids)} blocks reported as load errors"
+                            if r.spec.report else "no data was asked for")
+        else:
+            return
+        self._forget(r)
+        del self._recvs[rid]
 
     # ---- introspection, shutdown
     @property
