@@ -5,7 +5,7 @@
 # their ratios, JSON and two plots.
 #
 #   scripts/bench-compare.sh [--quick] [--spin]
-#       [--only perftest,ucx,uct,sweep,five,goals,python,policy,wait] [--out DIR]
+#       [--only perftest,ucx,uct,sweep,five,goals,python,policy,wait,idle] [--out DIR]
 #
 # In the guest (two rxe devices on a veth pair), at 64 B, 2 KiB, 16 KiB,
 # 64 KiB and 1 MiB: ib_write_bw and ib_write_lat (RoCE v2, -u 18, DEV1 ->
@@ -27,7 +27,8 @@
 # goal with the default poller and with rdma.poll_idle_us 0; not in the
 # default run, whose goals include both; wait: ib_write_lat and
 # ib_send_lat 64 B and ib_write_bw 16 KiB, then the 64 B latency goal and the 16 KiB goal each
-# spinning and with --wait, with the default poller and rdma.poll_idle_us 0).
+# spinning and with --wait, with the default poller and rdma.poll_idle_us 0;
+# idle: the 64 B goal with rdma.poll_idle_us set per side, see idle_part).
 # The goals run with kvferry-bench --wait (the schedulers sleep in
 # kvf_engine_wait instead of spinning: better on each, docs/performance.md);
 # lat64-spin and sglang-spin are the latency and SGLang goals spinning.
@@ -240,7 +241,7 @@ uct_rooms() {
 step() { [ -z "$only" ] || [[ ,$only, == *,$1,* ]]; }
 # guest_steps: whether a step that runs in the guest is on (python alone
 # needs no boot)
-guest_steps() { [ -z "$only" ] || [[ ,$only, =~ ,(perftest|ucx|uct|sweep|goals|policy|wait), ]]; }
+guest_steps() { [ -z "$only" ] || [[ ,$only, =~ ,(perftest|ucx|uct|sweep|goals|policy|wait|idle), ]]; }
 
 inner_run() {
 	local s r n
@@ -282,6 +283,7 @@ inner_run() {
 		policy_16k 80
 	fi
 	[[ ,$only, == *,wait,* ]] && wait_part
+	[[ ,$only, == *,idle,* ]] && idle_part
 	if step five; then five_16k; fi
 	step goals || return 0
 	n=$((quick ? 30 : 80))
@@ -308,6 +310,21 @@ inner_run() {
 	kvf 16k-yield --rooms $n --buffers 64 --blocks-per-room 2 --block-size 16384 \
 		--layout rotated --verify-rooms 8 --seed 5 --idle-yield
 	policy_16k "$n"
+}
+
+# --only idle: the 64 B goal (waiting, as goal-lat64) with the pollers'
+# spin before they sleep (rdma.poll_idle_us) set per side, prefill/decode:
+# 1000/1000 (the default), 0/1000, 0/200, 0/50, 0/0, beside ib_send_lat
+# spinning and sleeping (-e), in raw/kvf-lat64-idle-P-D.json. On two vCPUs
+# every spinning poller is a thread the others wait behind.
+idle_part() {
+	local m=$((quick ? 200 : 1000)) pd
+	local lat=(--buffers 1 --blocks-per-room 1 --block-size 64 --window 1 --verify-rooms 20 --seed 7)
+	send_lat
+	for pd in 1000/1000 0/1000 0/200 0/50 0/0; do
+		kvf "lat64-idle-${pd%/*}-${pd#*/}" --rooms $m "${lat[@]}" --wait \
+			--prefill-set rdma.poll_idle_us="${pd%/*}" --decode-set rdma.poll_idle_us="${pd#*/}"
+	done
 }
 
 # --only wait: spinning against waiting (kvferry-bench --wait), with the

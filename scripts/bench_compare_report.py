@@ -22,7 +22,8 @@ MIB_S_TO_GBPS = 1048576 * 8 / 1e9  # ucx_perftest's MB/s are MiB/s
 RUNS = ("goal-16k", "goal-sglang", "sglang-spin", "goal-lat64", "lat64-spin", "lat64-wait",
         "lat64-sleep", "lat64-sleep-wait", "lat64-yield", "16k-wait", "16k-yield", "16k-sleep",
         "16k-sleep-wait", "uct-16384", "uct-65536", "uct-16384-qp2", "uct-65536-qp2",
-        "goal-sglang-qp2")
+        "goal-sglang-qp2", "lat64-idle-1000-1000", "lat64-idle-0-1000", "lat64-idle-0-200",
+        "lat64-idle-0-50", "lat64-idle-0-0")
 
 
 def read(path):
