@@ -23,9 +23,12 @@
  * then kvf_progress.
  *
  * Checks, after every record: no room is past the deadline of its state
- * (each non-terminal state has one); after the input, with the clock past
- * every deadline: every room is FAILED or SUCCESS. And no crash, no
- * sanitizer report, no leak once the engine is closed (LSan).
+ * (each non-terminal state has one), and the change list is exact: every
+ * room is watched (kvf_watch), and once kvf_changed is drained each room's
+ * state is the one it last reported, no report repeats the state said
+ * before it, and each names the state kvf_poll gives. After the input,
+ * with the clock past every deadline: every room is FAILED or SUCCESS. And
+ * no crash, no sanitizer report, no leak once the engine is closed (LSan).
  * Run it with scripts/fuzz.sh engine SECONDS.
  */
 #include <stdio.h>
@@ -55,6 +58,7 @@ static struct fake fk;
 static kvf_engine *eng;
 static struct kvf_config cfg;
 static kvf_room rooms[2 * NR]; /* senders, then receivers */
+static int said[2 * NR];       /* each room's state as kvf_changed last said it */
 static struct fconn conns[2];
 
 static void broken(const char *what, int room, int state)
@@ -152,6 +156,29 @@ static uint64_t state_len(const struct kvf_slot *s)
 	}
 }
 
+/* Drain the change list; then every room's state must be what it said. */
+static void check_changes(void)
+{
+	struct kvf_change c[2 * NR];
+	int n;
+
+	while ((n = kvf_changed(eng, c, 3)) > 0) {
+		for (int k = 0; k < n; k++) {
+			int i = (int)((kvf_room *)c[k].tag - rooms);
+
+			if (i < 0 || i >= 2 * NR || c[k].room.v != rooms[i].v)
+				broken("a change with another room's tag", i, c[k].state);
+			if (c[k].state == said[i] || c[k].state != kvf_poll(eng, rooms[i]))
+				broken("a change repeating the state said, or not the state now", i,
+				       c[k].state);
+			said[i] = c[k].state;
+		}
+	}
+	for (int i = 0; i < 2 * NR; i++)
+		if (kvf_poll(eng, rooms[i]) != said[i])
+			broken("a state change the change list missed", i, kvf_poll(eng, rooms[i]));
+}
+
 /* Every room of the table, the harness's and any other. */
 static void check_rooms(bool all_terminal)
 {
@@ -198,6 +225,11 @@ static int setup(void)
 		    kvf_receiver_init(eng, rooms[NR + i], dst, 4))
 			return -1;
 	}
+	for (int i = 0; i < 2 * NR; i++) {
+		if (kvf_watch(eng, rooms[i], &rooms[i]))
+			return -1;
+		said[i] = kvf_poll(eng, rooms[i]);
+	}
 	return 0;
 }
 
@@ -214,6 +246,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		action(&r);
 		kvf_progress(eng);
 		check_rooms(false);
+		check_changes();
 	}
 	if (cfg.waiting_for_input_s > longest)
 		longest = cfg.waiting_for_input_s;
@@ -224,6 +257,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fake_clock += (uint64_t)longest * SEC + SEC;
 	kvf_progress(eng);
 	check_rooms(true);
+	check_changes();
 	for (int i = 0; i < 2; i++)
 		kvf_proto_reasm_clear(&conns[i].reasm);
 	kvf_engine_close(eng);
