@@ -105,7 +105,10 @@ struct cpu_mark {
 };
 void bench_cpu_mark(struct cpu_mark *m, const struct side *p, const struct side *d);
 struct figures {
-	double secs, bytes, gbps, rooms_per_s;
+	/* secs: from the first timed room's send to the last room's end (the
+	 * interval of gbps and rooms_per_s); secs_all: from before the first
+	 * room, with the connection's setup */
+	double secs, secs_all, bytes, gbps, rooms_per_s;
 	double lat_send[3], lat_cycle[3]; /* p50, p99, p99.9 in us; -1 = none */
 	/* the decode's split of lat_send: send -> its poller took the write,
 	 * then -> SUCCESS seen (the ring and the scheduler thread) */

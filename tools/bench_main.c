@@ -32,6 +32,12 @@
  *   --wait (after such a turn, sleep until an engine has work:
  *   kvf_engine_wait, or both engines' fds in one poll(); bench_wait.c)
  *
+ * The bandwidth and rooms/s are over the timed pass from the first room's
+ * send (with --stamps, or on the prefill side) to the last room's end, as
+ * perftest's figures are over its posts: the connection's setup and the
+ * first ROOM_INFO, once a run, are left out ("seconds_with_setup" keeps
+ * them). Without send stamps the interval starts before the first room.
+ *
  * Exit status 0 when every room that was not asked to abort succeeded on
  * both passes and every checked word matched.
  */
