@@ -129,6 +129,21 @@ Test(chunk, overrun_overlap_and_gap_fail_the_room_saying_which)
 	expect_bad(h, "region 'aux'", "entries 0..0 of the receiver's 1 unsent");
 }
 
+/* A fresh 150-entry sender room sends entries [off0, off0 + n0), then
+ * [off, off + n), which overlaps them: refused, the room failed saying why. */
+static void overlap_refused(uint64_t id, uint32_t off0, uint32_t n0, uint32_t off, uint32_t n,
+			    const uint32_t *items, const char *why)
+{
+	uint32_t aux;
+	kvf_room h = ready_sender_n(id, &aux, 150);
+	struct kvf_chunk_part p = { 0, off0, n0, items };
+
+	cr_assert_eq(kvf_sender_send_chunk(eng, h, &p, 1, 0), 0);
+	p = (struct kvf_chunk_part){ 0, off, n, items };
+	cr_assert_eq(kvf_sender_send_chunk(eng, h, &p, 1, 0), -EMSGSIZE);
+	expect_bad(h, "region 'kv'", why);
+}
+
 /* A list of 150 entries is three words of sent bits: ranges that start,
  * end or overlap inside a word and across words. */
 Test(chunk, ranges_across_bitmap_words_are_checked_and_marked_whole)
@@ -155,19 +170,9 @@ Test(chunk, ranges_across_bitmap_words_are_checked_and_marked_whole)
 	cr_assert_eq(kvf_poll(eng, h), KVF_SUCCESS);
 	cr_assert_eq(kvf_release(eng, h), 0);
 
-	h = ready_sender_n(8, &aux, 150);
-	p[0] = (struct kvf_chunk_part){ 0, 130, 20, s150 };
-	cr_assert_eq(kvf_sender_send_chunk(eng, h, p, 1, 0), 0);
-	p[0] = (struct kvf_chunk_part){ 0, 100, 40, s150 };
-	cr_assert_eq(kvf_sender_send_chunk(eng, h, p, 1, 0), -EMSGSIZE);
-	expect_bad(h, "region 'kv'", "entries 100..139 overlap what was sent (entry 130)");
-
-	h = ready_sender_n(9, &aux, 150);
-	p[0] = (struct kvf_chunk_part){ 0, 0, 64, s150 };
-	cr_assert_eq(kvf_sender_send_chunk(eng, h, p, 1, 0), 0);
-	p[0] = (struct kvf_chunk_part){ 0, 63, 2, s150 };
-	cr_assert_eq(kvf_sender_send_chunk(eng, h, p, 1, 0), -EMSGSIZE);
-	expect_bad(h, "region 'kv'", "entries 63..64 overlap what was sent (entry 63)");
+	overlap_refused(8, 130, 20, 100, 40, s150,
+			"entries 100..139 overlap what was sent (entry 130)");
+	overlap_refused(9, 0, 64, 63, 2, s150, "entries 63..64 overlap what was sent (entry 63)");
 }
 
 Test(chunk, a_source_outside_our_region_fails_the_room)
