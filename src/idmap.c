@@ -62,9 +62,10 @@ void kvf_idmap_fini(struct kvf_idmap *m)
 
 /* The index of (id, role), or the empty bucket that ends its probe run
  * (*found false). */
-static uint32_t probe(const struct kvf_idmap *m, uint64_t id, uint32_t role, bool *found)
+static uint32_t probe_h(const struct kvf_idmap *m, uint64_t h, uint64_t id, uint32_t role,
+			bool *found)
 {
-	uint64_t h = idmap_hash(id, role), want = tag(h, role);
+	uint64_t want = tag(h, role);
 	uint32_t i = bucket(m, h);
 
 	for (; m->tab[i]; i = (i + 1) & m->mask) {
@@ -79,23 +80,37 @@ static uint32_t probe(const struct kvf_idmap *m, uint64_t id, uint32_t role, boo
 	return i;
 }
 
-void kvf_idmap_prefetch(const struct kvf_idmap *m, uint64_t id, uint32_t role)
+static uint32_t probe(const struct kvf_idmap *m, uint64_t id, uint32_t role, bool *found)
 {
-	__builtin_prefetch(&m->tab[bucket(m, idmap_hash(id, role))], 1);
+	return probe_h(m, idmap_hash(id, role), id, role, found);
 }
 
-int kvf_idmap_insert(struct kvf_idmap *m, uint64_t id, uint32_t role, uint32_t val)
+uint64_t kvf_idmap_prefetch(const struct kvf_idmap *m, uint64_t id, uint32_t role)
+{
+	uint64_t h = idmap_hash(id, role);
+
+	__builtin_prefetch(&m->tab[bucket(m, h)], 1);
+	return h;
+}
+
+int kvf_idmap_insert_h(struct kvf_idmap *m, uint64_t h, uint64_t id, uint32_t role,
+		       uint32_t val)
 {
 	bool found;
-	uint32_t i = probe(m, id, role, &found);
+	uint32_t i = probe_h(m, h, id, role, &found);
 
 	if (found)
 		return -EEXIST;
 	if (m->n >= m->max || val > KVF_IDMAP_MAX_VAL)
 		return -ENOSPC;
-	m->tab[i] = tag(idmap_hash(id, role), role) | (uint64_t)(val + 1);
+	m->tab[i] = tag(h, role) | (uint64_t)(val + 1);
 	m->n++;
 	return 0;
+}
+
+int kvf_idmap_insert(struct kvf_idmap *m, uint64_t id, uint32_t role, uint32_t val)
+{
+	return kvf_idmap_insert_h(m, idmap_hash(id, role), id, role, val);
 }
 
 bool kvf_idmap_find(const struct kvf_idmap *m, uint64_t id, uint32_t role, uint32_t *val)

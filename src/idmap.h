@@ -35,10 +35,13 @@ int kvf_idmap_init(struct kvf_idmap *m, uint32_t max, kvf_idmap_key_fn key_of, c
 void kvf_idmap_fini(struct kvf_idmap *m);
 /* Returns 0, -EEXIST (key present, map unchanged) or -ENOSPC. */
 int kvf_idmap_insert(struct kvf_idmap *m, uint64_t id, uint32_t role, uint32_t val);
-/* Start loading the bucket (id, role) hashes to, for an insert or find a
- * little later: on a big table the bucket is a cache (and TLB) miss, which
- * the work between then overlaps. */
-void kvf_idmap_prefetch(const struct kvf_idmap *m, uint64_t id, uint32_t role);
+/* Start loading the bucket (id, role) hashes to, for an insert a little
+ * later (kvf_idmap_insert_h with the hash returned): on a big table the
+ * bucket is a cache (and TLB) miss, which the work between then overlaps. */
+uint64_t kvf_idmap_prefetch(const struct kvf_idmap *m, uint64_t id, uint32_t role);
+/* kvf_idmap_insert with the hash kvf_idmap_prefetch returned for (id, role). */
+int kvf_idmap_insert_h(struct kvf_idmap *m, uint64_t h, uint64_t id, uint32_t role,
+		       uint32_t val);
 /* true and *val when found. */
 bool kvf_idmap_find(const struct kvf_idmap *m, uint64_t id, uint32_t role, uint32_t *val);
 /* Returns true when it was there. */

@@ -497,6 +497,7 @@ int kvf_room_new(struct kvf_engine *eng, uint64_t id, enum kvf_role role, bool m
 		 struct kvf_slot **out)
 {
 	struct kvf_slot *r;
+	uint64_t h = 0;
 	uint32_t slot;
 	bool held;
 	int rc;
@@ -504,7 +505,7 @@ int kvf_room_new(struct kvf_engine *eng, uint64_t id, enum kvf_role role, bool m
 	if (!eng->nfree)
 		return -ENOSPC;
 	if (mapped)
-		kvf_idmap_prefetch(&eng->ids, id, role);
+		h = kvf_idmap_prefetch(&eng->ids, id, role);
 	slot = eng->free_stack[eng->nfree - 1];
 	r = &eng->slots[slot];
 	/* The free slot is made ready while the id map's bucket loads: none of
@@ -520,7 +521,7 @@ int kvf_room_new(struct kvf_engine *eng, uint64_t id, enum kvf_role role, bool m
 	memset(kvf_obs(eng, r), 0, sizeof(struct kvf_room_obs));
 	held = kvf_clock_hold(eng);
 	if (mapped) {
-		rc = kvf_idmap_insert(&eng->ids, id, role, slot);
+		rc = kvf_idmap_insert_h(&eng->ids, h, id, role, slot);
 		if (rc) {
 			kvf_clock_drop(eng, held);
 			return rc; /* -EEXIST: the live room with this id is untouched */
