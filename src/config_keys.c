@@ -174,7 +174,7 @@ static const struct kvf_key keys[] = {
 	  .max = 600000 },
 	/* RC queue pairs per peer connection */
 	{ .name = "rdma.qps_per_peer", U32_FIELD(qps_per_peer),
-	  .side = SIDE_DECODE, .phase = PH_CONN, .def = 1, .min = 1, .max = 64 },
+	  .side = SIDE_DECODE, .phase = PH_CONN, .def = 2, .min = 1, .max = 64 },
 	/* send queue entries per QP */
 	{ .name = "rdma.sq_depth", U32_FIELD(sq_depth), .side = SIDE_BOTH,
 	  .phase = PH_XFER, .def = 1024, .min = 16, .max = 32768 },

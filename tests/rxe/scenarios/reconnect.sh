@@ -6,7 +6,8 @@
 # storm: nothing listens on the port; the decode runs 2,000 rooms, one every
 #   3 ms, window 32. Each room must fail connect_failed; connections started
 #   stay within the backoff's schedule (100 ms doubling to 5 s); at most two
-#   connections hold buffers at once; the rooms failed without an attempt
+#   attempts hold buffers at once (each rdma.qps_per_peer QPs: conns_held
+#   counts QPs); the rooms failed without an attempt
 #   say why. Then the same without backoff (rdma.reconnect_backoff_ms = 0),
 #   which must start many more: the figures of both are printed.
 # recover: the decode starts first (a room every 20 ms); the prefill comes up
@@ -31,7 +32,7 @@ decode_alone() {
 conns() { field "$(grep '^driver: conns' "$1")" "$2"; }
 
 storm() {
-	local n=2000 secs conn back held bound conn0 held0
+	local n=2000 secs conn back held bound conn0 held0 qps
 	decode_alone "$W/backoff.out" $n || { show "$W/backoff.out" "$W/backoff.log"; fail "decode driver failed"; }
 	secs=$(summary "$W/backoff.out" seconds)
 	conn=$(conns "$W/backoff.out" connects) back=$(conns "$W/backoff.out" backoffs)
@@ -45,7 +46,10 @@ storm() {
 	[ "$conn" -le "$bound" ] || fail "$conn connections started in $secs s (the backoff allows $bound)"
 	[ "$conn" -ge 2 ] || fail "only $conn connection started: no retry after the backoff"
 	[ "$back" -ge $((n - 32 * conn)) ] || fail "backoffs=$back: rooms failed neither by an attempt nor by the backoff"
-	[ "$held" -le 2 ] || fail "$held connections held buffers at once"
+	# the decode's QPs per attempt: its config's, else the default (2)
+	qps=$(sed -n 's/.*qps_per_peer *= *\([0-9]*\).*/\1/p' "$W/d.conf")
+	[ "$held" -le $((2 * ${qps:-2})) ] ||
+		fail "$held QPs held buffers at once (two attempts of ${qps:-2} QPs at most)"
 	grep -q 'detail="not connecting to .* (rdma.reconnect_backoff_ms): .* the last: rejected by' "$W/backoff.out" ||
 		{ grep -m3 FAILED "$W/backoff.out"; fail "no room failure names the backoff and the last failure"; }
 	grep -q 'no new attempt for' "$W/backoff.log" || fail "the decode log does not say it backs off"
