@@ -241,7 +241,7 @@ uct_rooms() {
 step() { [ -z "$only" ] || [[ ,$only, == *,$1,* ]]; }
 # guest_steps: whether a step that runs in the guest is on (python alone
 # needs no boot)
-guest_steps() { [ -z "$only" ] || [[ ,$only, =~ ,(perftest|ucx|uct|sweep|goals|policy|wait|idle), ]]; }
+guest_steps() { [ -z "$only" ] || [[ ,$only, =~ ,(perftest|ucx|uct|sweep|five|goals|policy|wait|idle), ]]; }
 
 inner_run() {
 	local s r n
@@ -291,9 +291,9 @@ inner_run() {
 		--layout rotated --verify-rooms 8 --seed 5 "${gwait[@]+"${gwait[@]}"}"
 	kvf goal-sglang --rooms $n --buffers 64 --blocks-per-room 16 --block-size 2048 \
 		--layout sglang --verify-rooms 8 --seed 6 "${gwait[@]+"${gwait[@]}"}"
-	kvf goal-sglang-qp2 --rooms $n --buffers 64 --blocks-per-room 16 --block-size 2048 \
+	kvf goal-sglang-qp1 --rooms $n --buffers 64 --blocks-per-room 16 --block-size 2048 \
 		--layout sglang --verify-rooms 8 --seed 6 "${gwait[@]+"${gwait[@]}"}" \
-		--decode-set rdma.qps_per_peer=2
+		--decode-set rdma.qps_per_peer=1
 	kvf sglang-spin --rooms $n --buffers 64 --blocks-per-room 16 --block-size 2048 \
 		--layout sglang --verify-rooms 8 --seed 6
 	kvf goal-lat64 --rooms $((quick ? 200 : 1000)) --buffers 1 --blocks-per-room 1 \
@@ -378,10 +378,10 @@ uct_part() {
 		kvf "uct-$s" --loop --rooms "$(uct_rooms "$s")" --buffers 8 --blocks-per-room 8 \
 			--window 8 --block-size "$s" --layout contiguous --verify-rooms 4 --seed 11 \
 			"${gwait[@]+"${gwait[@]}"}"
-		# and with two QPs (see five_16k)
-		kvf "uct-$s-qp2" --loop --rooms "$(uct_rooms "$s")" --buffers 8 --blocks-per-room 8 \
+		# and with one QP (see five_16k)
+		kvf "uct-$s-qp1" --loop --rooms "$(uct_rooms "$s")" --buffers 8 --blocks-per-room 8 \
 			--window 8 --block-size "$s" --layout contiguous --verify-rooms 4 --seed 11 \
-			"${gwait[@]+"${gwait[@]}"}" --decode-set rdma.qps_per_peer=2
+			"${gwait[@]+"${gwait[@]}"}" --decode-set rdma.qps_per_peer=1
 	done
 }
 
@@ -407,11 +407,10 @@ python_part() {
 # five: the 16 KiB goal five times, each right after its own ib_write_bw
 # 16 KiB (issue 26 asks for the goal in five runs of five: ib_write_bw
 # itself swings 0.18-0.32 Gb/s between runs here, so each ratio is against
-# the reference taken just before it), with one QP per peer (the default)
-# and with two (rdma.qps_per_peer 2, the decode's key: on rxe the receiving
-# side's work is per QP, so two QPs spread it over both vCPUs), in
-# raw/ib_write_bw-runN-16384.log, raw/kvf-goal-16k-runN.json and
-# raw/kvf-goal-16k-qp2-runN.json.
+# the reference taken just before it), with two QPs per peer (the default
+# rdma.qps_per_peer) and, beside it, with one (rdma.qps_per_peer 1, the
+# default before 2026-12-06), in raw/ib_write_bw-runN-16384.log,
+# raw/kvf-goal-16k-runN.json and raw/kvf-goal-16k-qp1-runN.json.
 five_16k() {
 	local i n=$((quick ? 30 : 80))
 	local bw=(--rooms "$n" --buffers 64 --blocks-per-room 2 --block-size 16384 --layout rotated
@@ -420,7 +419,7 @@ five_16k() {
 		kvf_log "16 KiB goal, run $i of 5"
 		PT_TAG=-run$i perftest ib_write_bw 16384 "$(iters 16384)" --report_gbits
 		kvf "goal-16k-run$i" "${bw[@]}" --seed $((10 + i))
-		kvf "goal-16k-qp2-run$i" "${bw[@]}" --seed $((10 + i)) --decode-set rdma.qps_per_peer=2
+		kvf "goal-16k-qp1-run$i" "${bw[@]}" --seed $((10 + i)) --decode-set rdma.qps_per_peer=1
 	done
 }
 
