@@ -159,6 +159,8 @@ TESTS=(
 	"kvf_bench_two_process|270|\$repo/tests/rxe/scenarios/bench.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 two 1000 1 16"
 	"kvf_bench_one_process_wait|270|\$repo/tests/rxe/scenarios/bench.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 one 1000 1 16 --wait"
 	"kvf_bench_two_process_wait|270|\$repo/tests/rxe/scenarios/bench.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 two 1000 1 16 --wait"
+	# one QP per peer (rdma.qps_per_peer 1, the default before 2026-12-06)
+	"kvf_bench_two_process_qp1|270|env 'KVF_SCEN_RDMA=qps_per_peer = 1;' \$repo/tests/rxe/scenarios/bench.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 two 1000 1 16"
 	"kvf_abort_prefill|200|\$repo/tests/rxe/scenarios/abort.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 prefill"
 	"kvf_abort_decode|200|\$repo/tests/rxe/scenarios/abort.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 decode"
 	"kvf_kill_decode|120|\$repo/tests/rxe/scenarios/kill.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 decode KILL"

@@ -47,6 +47,15 @@ else
 		fail "decode kvferry-bench exit $rc: $out"
 	fi
 	[ $prc = 0 ] || { show "$W/p.err"; fail "prefill kvferry-bench exit $prc: $pout"; }
+	# the decode connected with the QPs its config asks for (default 2)
+	qps=$(sed -n 's/.*qps_per_peer *= *\([0-9]*\).*/\1/p' "$W/d.conf")
+	line=$(grep -m1 'connecting to' "$W/bench.err")
+	note "${line#*: }"
+	if [ "${qps:-2}" = 1 ]; then
+		[[ $line == *"(connection "* ]] || fail "qps_per_peer 1, but the decode said: $line"
+	else
+		[[ $line == *"${qps:-2} queue pairs"* ]] || fail "qps_per_peer ${qps:-2}, but the decode said: $line"
+	fi
 fi
 note "decode: $out"
 ok=$(sed -n 's/.*"ok": \([0-9]*\).*/\1/p' <<< "$out")
