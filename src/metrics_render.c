@@ -264,10 +264,11 @@ static void transport_counters(const struct kvf_snap *s, struct kvf_buf *b)
 	counter(b, "kvferry_posted_bytes_total", "Bytes of the RDMA WRITEs posted.",
 		s->tst.bytes_posted);
 	counter(b, "kvferry_completions_total", "Work completions polled.", s->tst.completions);
-	family(b, "kvferry_connections", "gauge", "Connections not dead.");
+	family(b, "kvferry_connections", "gauge", "Connections (queue pairs) not dead: "
+	       "rdma.qps_per_peer of them per peer.");
 	kvf_buf_printf(b, "kvferry_connections %" PRIu64 "\n", s->tst.conns_live);
-	family(b, "kvferry_connections_held", "gauge", "Connections not yet freed: up, or down "
-	       "and still draining (each holds its frame buffers).");
+	family(b, "kvferry_connections_held", "gauge", "Connections (queue pairs) not yet freed: "
+	       "up, or down and still draining (each holds its frame buffers).");
 	kvf_buf_printf(b, "kvferry_connections_held %" PRIu64 "\n", s->tst.conns_held);
 	counter(b, "kvferry_connects_total", "Peer connections started.", s->tst.connects);
 	counter(b, "kvferry_connect_backoffs_total", "Rooms failed at once because their peer "
