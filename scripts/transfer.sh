@@ -95,11 +95,11 @@ CONF
 		--rooms "${KVF_BENCH_ROOMS:-100}" --buffers 8 --blocks-per-room 8 --block-size 16384 --timeout 120 |
 		tee /tmp/kvf-bench.log
 	[ "${PIPESTATUS[0]}" = 0 ] || kvf_die "kvferry-bench failed"
-	kbw=$(sed -n 's/.* s: \([0-9.]*\) Gb\/s.*/\1/p' /tmp/kvf-bench.log | tail -n1)
-	if [ -n "$kbw" ] && [ -n "${bw:-}" ]; then
-		echo "transfer: kvferry-bench $kbw Gb/s vs ib_write_bw $bw Gb/s on the same devices:" \
-			"$(awk -v a="$kbw" -v b="$bw" 'BEGIN { printf "%.2f", a / b }') x"
-	fi
+	# "N bytes in S s from the first send (S s with the setup): G Gb/s, R rooms/s"
+	kbw=$(sed -n 's/.*: \([0-9.]*\) Gb\/s, [0-9.]* rooms\/s$/\1/p' /tmp/kvf-bench.log | tail -n1)
+	[ -n "$kbw" ] || kvf_die "no bandwidth line in kvferry-bench's output (/tmp/kvf-bench.log)"
+	echo "transfer: kvferry-bench $kbw Gb/s vs ib_write_bw $bw Gb/s on the same devices:" \
+		"$(awk -v a="$kbw" -v b="$bw" 'BEGIN { printf "%.2f", a / b }') x"
 
 	# ==== an SGLang-shaped request stream: regions, chunks, user data
 	n=${KVF_SGLANG_REQUESTS:-500}
