@@ -48,13 +48,13 @@ else
 	fi
 	[ $prc = 0 ] || { show "$W/p.err"; fail "prefill kvferry-bench exit $prc: $pout"; }
 	# the decode connected with the QPs its config asks for (default 2)
-	qps=$(sed -n 's/.*qps_per_peer *= *\([0-9]*\).*/\1/p' "$W/d.conf")
+	qps=$(conf_qps "$W/d.conf")
 	line=$(grep -m1 'connecting to' "$W/bench.err")
 	note "${line#*: }"
-	if [ "${qps:-2}" = 1 ]; then
+	if [ "$qps" = 1 ]; then
 		[[ $line == *"(connection "* ]] || fail "qps_per_peer 1, but the decode said: $line"
 	else
-		[[ $line == *"${qps:-2} queue pairs"* ]] || fail "qps_per_peer ${qps:-2}, but the decode said: $line"
+		[[ $line == *"$qps queue pairs"* ]] || fail "qps_per_peer $qps, but the decode said: $line"
 	fi
 fi
 note "decode: $out"

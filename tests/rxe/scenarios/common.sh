@@ -59,6 +59,14 @@ gid() { # RoCE v2 ::ffff: GID index of a device
 	done
 }
 
+# conf_qps FILE: the QPs per peer a decode config asks for (its
+# rdma.qps_per_peer, KVF_SCEN_RDMA included), else the default, 2
+conf_qps() {
+	local q
+	q=$(sed -n 's/.*qps_per_peer *= *\([0-9]*\).*/\1/p' "$1")
+	echo "${q:-2}"
+}
+
 # engine_conf FILE ID ROLE(prefill|decode) PORT [EXTRA KEYS] : a config
 # for one side. prefill listens on ADDR0 (DEV0); decode connects from ADDR1
 # (DEV1) to ADDR0:PORT. HB_MS/HB_MISSES/TOKEN/BOOTSTRAP_S override;

@@ -46,10 +46,8 @@ storm() {
 	[ "$conn" -le "$bound" ] || fail "$conn connections started in $secs s (the backoff allows $bound)"
 	[ "$conn" -ge 2 ] || fail "only $conn connection started: no retry after the backoff"
 	[ "$back" -ge $((n - 32 * conn)) ] || fail "backoffs=$back: rooms failed neither by an attempt nor by the backoff"
-	# the decode's QPs per attempt: its config's, else the default (2)
-	qps=$(sed -n 's/.*qps_per_peer *= *\([0-9]*\).*/\1/p' "$W/d.conf")
-	[ "$held" -le $((2 * ${qps:-2})) ] ||
-		fail "$held QPs held buffers at once (two attempts of ${qps:-2} QPs at most)"
+	qps=$(conf_qps "$W/d.conf") # the decode's QPs per attempt
+	[ "$held" -le $((2 * qps)) ] || fail "$held QPs held buffers at once (two attempts of $qps QPs at most)"
 	grep -q 'detail="not connecting to .* (rdma.reconnect_backoff_ms): .* the last: rejected by' "$W/backoff.out" ||
 		{ grep -m3 FAILED "$W/backoff.out"; fail "no room failure names the backoff and the last failure"; }
 	grep -q 'no new attempt for' "$W/backoff.log" || fail "the decode log does not say it backs off"
