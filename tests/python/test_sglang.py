@@ -260,12 +260,30 @@ def test_sender_waits_for_the_decode_then_times_out():
 
 
 def test_sender_aborted_before_the_decode_asked():
-    m = _mgr("prefill")
+    """No room yet: failed here, and remembered for deadlines.bootstrap_s so
+    that a decode rank asking later is answered with an abort at once (the
+    answer itself runs on rxe: sglang_rxe.py's abort shape)."""
+    m = ks.KVFerryKVManager(Args(), "prefill", None, overrides=["deadlines.bootstrap_s=1"])
     s = ks.KVSender(m, "127.0.0.1:1", 43, [0], 0)
     s.abort()
     assert s.poll() == ks.KVPoll.Failed
     with pytest.raises(ks.KVTransferError, match="aborted before"):
         s.failure_exception()
+    assert m.refused == 1 and m.refused_answered == 0
+    m.progress()
+    assert m.refused == 1
+    time.sleep(1.05)
+    m.progress()
+    assert m.refused == 0 and sum(m.engine.stats().rooms.values()) == 0
+    m.close()
+
+
+def test_refused_requests_are_bounded():
+    m = _mgr("prefill")
+    m.REFUSED_MAX = 3
+    for rid in range(100, 105):
+        m.refuse(rid)
+    assert m.refused == 3 and m.refused_dropped == 2
     m.close()
 
 

@@ -97,7 +97,10 @@ SHAPES = {
                   # in its prealloc queue (room created, no metadata yet); 1501, in
                   # its transfer queue; 1502, the prefill in its bootstrap queue
                   expect={"decode": {1500: "failed", 1501: "failed", 1502: "failed"},
-                          "prefill": {1500: "failed", 1501: "failed", 1502: "failed"}}),
+                          "prefill": {1500: "failed", 1501: "failed", 1502: "failed"}},
+                  # 1502's decode hears the prefill's abort at once (the
+                  # manager's refuse()), not at its tombstone TTL (reason deadline)
+                  why={"decode": {1502: "its reason: local abort"}}),
     "timeout": dict(p=_tp(1), d=_tp(1),
                     env={"SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT": "8",
                          "SGLANG_DISAGGREGATION_WAITING_TIMEOUT": "15"},
@@ -365,6 +368,9 @@ def verdict(shape, role, res):
             e = expect.get(room, "ok")
             if kind == "wrong" or (e != "any" and kind != e):
                 bad.append(f"room {room}: {v[:160]} (expected {e})")
+            w = spec.get("why", {}).get(role, {}).get(room)
+            if w and w not in v:
+                bad.append(f"room {room}: {v[:200]} (expected its reason to say '{w}')")
         q = r["queues"]
         busy = {k: v for k, v in q.items() if k in ("bootstrap", "waiting", "chunked", "inflight", "prealloc",
                                                      "pending", "retracted", "transfer") and v}

@@ -131,6 +131,12 @@ class KVFerryKVManager(BaseKVManager):
         self._last_progress_ns = 0
         # rooms cleared while not yet quiescent: released by a later progress()
         self._parked: Dict[Tuple[str, int], Tuple[kvferry.Room, Any]] = {}
+        # prefill: requests failed before any decode rank asked for their room
+        # (room id -> until when a late ROOM_INFO is answered; refuse())
+        self._refused: Dict[int, float] = {}
+        self._refused_seen = -1  # Stats.early_infos_parked when last looked
+        self.refused_answered = 0  # late ROOM_INFOs answered with an abort
+        self.refused_dropped = 0   # refusals forgotten early: the table was full
         # page_release_hook(receiver): called when a parked receiver's room is
         # released: its kv_indices, aux_index and state_indices may be reused
         # (docs/sglang.md, "Failed rooms")
@@ -185,6 +191,8 @@ class KVFerryKVManager(BaseKVManager):
         parked rooms that became quiescent are released."""
         n = self.engine.progress()
         self._last_progress_ns = time.monotonic_ns()
+        if self._refused:
+            self._answer_refused()
         if self._parked:
             self._release_parked()
         return n
@@ -213,6 +221,64 @@ class KVFerryKVManager(BaseKVManager):
     @property
     def parked(self) -> int:
         return len(self._parked)
+
+    # ---- prefill: requests failed before their room existed
+    REFUSED_MAX = 65536
+
+    @property
+    def refused(self) -> int:
+        """Requests failed before any decode rank asked, answered if one does."""
+        return len(self._refused)
+
+    def refuse(self, room_id: int) -> None:
+        """The prefill failed room_id (an abort, its bootstrap deadline) before
+        any decode rank asked for it, so no sender room was made. A decode
+        rank's ROOM_INFO parked for it now, or arriving within
+        deadlines.bootstrap_s, gets the room made and aborted at once: the
+        decode hears it now instead of at the engine's tombstone TTL (its
+        pages held that long)."""
+        if len(self._refused) >= self.REFUSED_MAX:
+            del self._refused[next(iter(self._refused))]
+            self.refused_dropped += 1
+        keep_s = self.engine.deadline_s("deadlines.bootstrap_s") or 600
+        self._refused[room_id] = time.monotonic() + keep_s
+        self._answer(room_id)
+
+    def _answer_refused(self) -> None:
+        now = time.monotonic()
+        while self._refused:  # oldest first: one keep time for all
+            rid, until = next(iter(self._refused.items()))
+            if until > now:
+                break
+            del self._refused[rid]
+        parked = self.engine.stats().early_infos_parked
+        if parked == self._refused_seen:
+            return  # no ROOM_INFO parked since the last look
+        self._refused_seen = parked
+        for rid in list(self._refused):
+            self._answer(rid)
+
+    def _answer(self, room_id: int) -> None:
+        """Make and abort the room of a refused request if a decode rank's
+        ROOM_INFO waits for it (the abort reaches every rank bound to it; a
+        late rank of a fan-out meets the failed room, or a new one made here
+        once the first is released)."""
+        n, user = self.engine.sender_pending(room_id)
+        if n < 0:
+            self._refused.pop(room_id, None)  # the decode aborted it itself
+        if n <= 0:
+            return
+        try:
+            room = self.engine.sender(room_id, n=parse_user_data(user)[1])
+        except kvferry.KVFerryError as e:
+            log.warning("room %#x: a decode rank asked after this rank failed the request; "
+                        "its room could not be made to abort it: %s", room_id, e)
+            return  # tried again when the next ROOM_INFO parks; else its TTL ends it
+        room.abort()
+        self.refused_answered += 1
+        log.info("room %#x: a decode rank asked after this rank failed the request: aborted",
+                 room_id)
+        self.park(room, None)
 
     # ---- bootstrap, prefill side
     def bootstrap_server_addr(self) -> str:

@@ -98,6 +98,7 @@ class KVFerryKVSender(BaseKVSender):
         self._failure = why
         self.conclude_state = KVPoll.Failed
         log.warning("room %#x: %s", self.bootstrap_room, why)
+        self.kv_mgr.refuse(self.bootstrap_room)
 
     def init(self, num_kv_indices: int, aux_index: Optional[int] = None) -> None:
         self.num_kv_indices = int(num_kv_indices)
