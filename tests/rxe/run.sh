@@ -140,6 +140,28 @@ pair_test() {
 	result "$name" $rc "$reason" "$t0"
 }
 
+# run_bg NAME TIMEOUT_S CMD [ARG]... : as run_test, started in the background
+# and counted by bg_collect (a test that mostly waits out deadlines).
+bg_names=() bg_pids=() bg_t0=()
+run_bg() {
+	local name=$1 to=$2
+	shift 2
+	selected "$name" || return 0
+	bg_t0+=("$(kvf_now)")
+	timeout -k 5 "$to" "$@" > "$logdir/$name.log" 2>&1 < /dev/null &
+	bg_pids+=($!)
+	bg_names+=("$name")
+	echo "(started $name in the background)"
+}
+bg_collect() {
+	local i rc
+	for i in "${!bg_pids[@]}"; do
+		wait "${bg_pids[i]}"
+		rc=$?
+		result "${bg_names[i]}" $rc "$(why $rc)" "${bg_t0[i]}"
+	done
+}
+
 # rping's server listens over rdma_cm (no TCP port to wait for): the client
 # retries a few times while the server comes up.
 RETRY5=(sh -c 'for i in 1 2 3 4 5; do "$@" && exit 0; echo "(attempt $i failed)"; sleep 1; done; exit 1' retry)
@@ -149,8 +171,14 @@ RETRY5=(sh -c 'for i in 1 2 3 4 5; do "$@" && exit 0; echo "(attempt $i failed)"
 # eval'd at run time, so it may use $BIN (build/tests/rxe), $DEV0 $GID0
 # $ADDR0 $DEV1 $GID1 $ADDR1. Add kvferry's transport tests here, e.g.
 #   "transport_loopback|120|\$BIN/test_transport -d \$DEV0 -a \$ADDR0"
+# "&NAME|...": run in the background beside the tests after it, for a test
+# that spends its time waiting for deadlines (its own ports, little load;
+# what it asserts has windows of tens of seconds).
 TESTS=(
 	"verbs_smoke|60|\$BIN/verbs_smoke -d \$DEV0 \${GID0:+-g \$GID0}"
+	# 120 s of it waits for two deadlines, its two engines idle (one of them
+	# SIGSTOPped)
+	"&kvf_metrics_stuck|330|\$repo/tests/rxe/scenarios/metrics.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 stuck"
 	# kvferry transport (tests/rxe/scenarios/*.sh: BUILD DEV0 ADDR0 DEV1 ADDR1 ...)
 	# 1,000 rooms of 16 buffers x 16 KiB (256 MiB, checked): at 64 buffers
 	# (1 GiB) a loaded TCG guest (~0.03 Gb/s) ran past the 230 s limit;
@@ -190,7 +218,6 @@ TESTS=(
 	"kvf_reconnect_storm|150|\$repo/tests/rxe/scenarios/reconnect.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 storm"
 	"kvf_reconnect_recover|150|\$repo/tests/rxe/scenarios/reconnect.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 recover"
 	"kvf_reject_token|60|\$repo/tests/rxe/scenarios/reject.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1"
-	"kvf_metrics_stuck|330|\$repo/tests/rxe/scenarios/metrics.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 stuck"
 	"kvf_metrics_load|560|\$repo/tests/rxe/scenarios/metrics.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 load 1000"
 	# issue 8: an SGLang-shaped stream (regions, chunks, user data), aborts
 	# and a peer kill mid-chunking
@@ -226,10 +253,12 @@ TESTS=(
 )
 
 suite() {
-	local entry name to cmd
+	local entry name to cmd bg
 	run_test ibv_devinfo 30 sh -c 'ibv_devinfo -d "$1" && ibv_devinfo -d "$1" | grep -q PORT_ACTIVE' sh "$DEV0"
 	for entry in "${TESTS[@]}"; do
 		IFS='|' read -r name to cmd <<< "$entry"
+		bg=
+		[ "${name:0:1}" = "&" ] && { bg=1; name=${name:1}; }
 		eval "set -- $cmd"
 		if [ ! -x "$1" ] && ! command -v "$1" > /dev/null; then
 			selected "$name" || continue
@@ -237,8 +266,9 @@ suite() {
 			failed=$((failed + 1)); failed_names+=("$name")
 			continue
 		fi
-		run_test "$name" "$to" "$@"
+		if [ -n "$bg" ]; then run_bg "$name" "$to" "$@"; else run_test "$name" "$to" "$@"; fi
 	done
+	bg_collect
 	# perftest and rping: one run each, server and client on the device(s)
 	# -u 18: the same ACK timeout as kvferry's default rdma.qp_timeout (at
 	# perftest's 14, a loaded soft-RoCE guest fails it with wc status 9)

@@ -38,6 +38,9 @@ port=18741 # the file's; the backend opens the prefill on an ephemeral port
 engine_conf "$W/p.conf" prefill-sgr prefill $port
 engine_conf "$W/d.conf" decode-sgr decode $port
 export PYTHONPATH=$BUILD/python
+# SGLang's and torch's byte-code compiled on the host (scripts/test.sh): the
+# trees are read-only here, and compiling them under TCG is slow
+[ -d "$BUILD/pycache" ] && export PYTHONPYCACHEPREFIX=$BUILD/pycache
 compgen -G "$BUILD/python/kvferry/_kvferry*.so" > /dev/null ||
 	fail "not built: $BUILD/python/kvferry/_kvferry*.so (python3-dev, -Dpython)"
 DRV=("$PY" "$repo/tests/sglang/sglang_rxe.py" --dir "$W" --shapes "$SHAPES" --timeout "${KVF_SGR_TIMEOUT:-180}")
