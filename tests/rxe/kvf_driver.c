@@ -47,7 +47,8 @@
  *   when, the second with the keepalives the poller sent meanwhile.
  *   --timeout does not count the stall.
  * --linger S: after the summary, keep the engine progressing S more seconds
- * (its /metrics and /rooms stay up for the scenario to read).
+ * (its /metrics and /rooms stay up for the scenario to read); --linger-until
+ * PATH ends that early once the file PATH exists (the scenario has read).
  * --ready-file: written once the pool is registered and the first window of
  * rooms is created (a prefill is then ready for its peer).
  * Chaos options (scripts/chaos.sh, docs/chaos.md):
@@ -99,7 +100,7 @@
 #define MAX_SETS 32
 
 struct opts {
-	const char *role, *config, *ready_file;
+	const char *role, *config, *ready_file, *linger_until;
 	const char *sets[MAX_SETS];
 	size_t nsets;
 	bool print_listen;
@@ -223,6 +224,7 @@ static void usage(void)
 		"  [--print-listen] [--rooms N] [--first-id ID]\n"
 		"  [--buffers B] [--block-size S] [--blocks-per-room K] [--pool-blocks P]\n"
 		"  [--window W] [--timeout S] [--ready-file PATH] [--stop-on-lost S] [--linger S]\n"
+		"  [--linger-until PATH]\n"
 		"  [--abort-every N] [--abort-at create|wait] [--start-delay S] [--kill-after N]\n"
 		"  [--deadline S] [--clock-scale X] [--leak-check] [--sample-every N] [--pace-ms M]\n"
 		"  [--stall-ms N --stall-after K] [--follow S]\n"
@@ -262,6 +264,7 @@ static void parse(int argc, char **argv, struct opts *o)
 		else if (!strcmp(a, "--ready-file")) o->ready_file = v;
 		else if (!strcmp(a, "--stop-on-lost")) o->stop_on_lost = atof(v);
 		else if (!strcmp(a, "--linger")) o->linger = atof(v);
+		else if (!strcmp(a, "--linger-until")) o->linger_until = v;
 		else if (!strcmp(a, "--abort-every")) o->abort_every = (uint32_t)strtoul(v, NULL, 0);
 		else if (!strcmp(a, "--abort-at") && (!strcmp(v, "create") || !strcmp(v, "wait")))
 			o->abort_at_create = !strcmp(v, "create");
@@ -952,6 +955,8 @@ int main(int argc, char **argv)
 
 		kvf_progress(R.eng);
 		nanosleep(&ms, NULL);
+		if (o.linger_until && access(o.linger_until, F_OK) == 0)
+			break;
 	}
 	kvf_engine_close(R.eng);
 	for (uint32_t k = 0; k < o.nbufs; k++)

@@ -21,7 +21,8 @@
  *     [--pages K (4) per room] [--window W (rooms)] [--first-id ID (0x9000)]
  *     [--src TP:RANK:A:B]... [--no-geometry] [--expect-fail] [--check-at-end]
  *     [--serve S] [--receivers N (1)]
- *     [--timeout S (120)] [--ready-file PATH] [--linger S] [--peer HOST:PORT]...
+ *     [--timeout S (120)] [--ready-file PATH] [--linger S] [--linger-until PATH]
+ *     [--peer HOST:PORT]...
  *
  * --src (decode): a sender rank feeding this decode (its TP size, rank and
  * layers), repeatable: a byte of ours is expected from the global tensor
@@ -44,7 +45,9 @@
  * each failure's detail is printed. --serve S (prefill): create no room,
  * keep the engine up S seconds (a peer whose connection is refused).
  * Prints one line per terminal room and "driver: role=... ok=N failed=N
- * bad_bytes=N bytes=N seconds=S gbit=G". Exit 0: as expected, 1 setup
+ * bad_bytes=N bytes=N seconds=S gbit=G", then keeps the engine progressing
+ * --linger S more seconds (the peer's last rooms, a /metrics read), ended
+ * early once the file --linger-until names exists. Exit 0: as expected, 1 setup
  * error or unexpected outcome, 2 timeout.
  */
 #include <errno.h>
@@ -54,6 +57,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <kvferry/kvferry.h>
 
@@ -68,7 +72,7 @@ struct src_rank {
 };
 
 struct opts {
-	const char *role, *config, *ready_file, *peers[MAX_SRC];
+	const char *role, *config, *ready_file, *linger_until, *peers[MAX_SRC];
 	const char *sets[MAX_SETS];
 	size_t nsets;
 	uint32_t heads, tp, rank, l0, l1, ptok, hb, rooms, pages, window, nsrc, npeers, receivers;
@@ -101,7 +105,8 @@ static void usage(void)
 		"  [--head-bytes HB] [--rooms N] [--pages K] [--window W] [--first-id ID]\n"
 		"  [--src TP:RANK:A:B]... [--no-geometry] [--expect-fail] [--check-at-end]\n"
 		"  [--serve S] [--receivers N]\n"
-		"  [--timeout S] [--ready-file PATH] [--linger S] [--peer HOST:PORT]...\n");
+		"  [--timeout S] [--ready-file PATH] [--linger S] [--linger-until PATH]\n"
+		"  [--peer HOST:PORT]...\n");
 	exit(1);
 }
 
@@ -146,6 +151,7 @@ static void opt_value(const char *a, const char *v)
 	else if (!strcmp(a, "--timeout")) o.timeout_s = atof(v);
 	else if (!strcmp(a, "--ready-file")) o.ready_file = v;
 	else if (!strcmp(a, "--linger")) o.linger = atof(v);
+	else if (!strcmp(a, "--linger-until")) o.linger_until = v;
 	else usage();
 }
 
@@ -389,13 +395,16 @@ static int run_rooms(struct run *r, bool prefill, double t0)
 	}
 }
 
-static void spin(kvf_engine *eng, double secs)
+/* The engine progressing SECS seconds, or until the file STOP (if any) exists. */
+static void spin(kvf_engine *eng, double secs, const char *stop)
 {
 	for (double until = kvt_mono() + secs; kvt_mono() < until;) {
 		struct timespec ms = {.tv_nsec = 1000000};
 
 		kvf_progress(eng);
 		nanosleep(&ms, NULL);
+		if (stop && access(stop, F_OK) == 0)
+			break;
 	}
 }
 
@@ -437,7 +446,7 @@ int main(int argc, char **argv)
 	       o.no_geom ? "none" : "yes");
 	if (prefill && o.serve > 0) {
 		ready();
-		spin(r.eng, o.serve);
+		spin(r.eng, o.serve, NULL);
 		kvf_engine_close(r.eng);
 		return 0;
 	}
@@ -451,7 +460,7 @@ int main(int argc, char **argv)
 	       r.released, r.landed, secs, (double)r.landed * 8 / secs / 1e9);
 	if (!ret && (o.expect_fail ? r.ok != 0 : r.failed != 0 || r.bad != 0))
 		ret = 1;
-	spin(r.eng, o.linger);
+	spin(r.eng, o.linger, o.linger_until);
 	kvf_engine_close(r.eng);
 	return ret;
 }

@@ -195,7 +195,8 @@ TESTS=(
 	"kvf_kill_prefill|120|\$repo/tests/rxe/scenarios/kill.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 prefill KILL"
 	"kvf_stop_prefill_heartbeat|120|\$repo/tests/rxe/scenarios/kill.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 prefill STOP"
 	# issue 22: a scheduler away 3 x the detection time is not a lost peer
-	"kvf_stall_prefill|240|\$repo/tests/rxe/scenarios/stall.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 prefill 100"
+	# (the prefill's beside the tests after it: 15 s of its 20 idle, its own port)
+	"&kvf_stall_prefill|240|\$repo/tests/rxe/scenarios/stall.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 prefill 100"
 	"kvf_stall_decode|240|\$repo/tests/rxe/scenarios/stall.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 decode 100"
 	"kvf_fake_peer_good|70|\$repo/tests/rxe/scenarios/fake_peer.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 good"
 	"kvf_fake_peer_bad_rkey|70|\$repo/tests/rxe/scenarios/fake_peer.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 bad-rkey"
@@ -247,8 +248,10 @@ TESTS=(
 	"kvf_ranks_mismatch|150|\$repo/tests/rxe/scenarios/ranks.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 mismatch"
 	"kvf_ranks_bench|400|\$repo/tests/rxe/scenarios/ranks.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 bench 64"
 	"kvf_rails_stream|300|\$repo/tests/rxe/scenarios/rails.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 stream 200"
-	"kvf_rails_bench|420|\$repo/tests/rxe/scenarios/rails.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 bench 150"
-	"kvf_rails_down|300|\$repo/tests/rxe/scenarios/rails.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 down 600"
+	"kvf_rails_bench|420|\$repo/tests/rxe/scenarios/rails.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 bench 100"
+	# down: once rail 1 is back, each probe room holds the driver's window
+	# for a connect attempt (about 30 rooms a 10 s): 400 rooms leave ~100 for it
+	"kvf_rails_down|300|\$repo/tests/rxe/scenarios/rails.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 down 400"
 	"kvf_throughput|300|\$repo/tests/rxe/scenarios/throughput.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 150"
 )
 

@@ -7,7 +7,8 @@ SGLang's, built by harness.py; the backend is TransferBackend.KVFERRY.
 
 Importing torch and SGLang costs minutes in a TCG guest, so each side's
 process imports once and forks one child per shape (a fork shares the
-imports): the child builds the shape's ranks (one thread each, a gloo group
+imports), in two lanes (WAITING below: the shapes that mostly wait run
+beside the others, one shape at a time in each lane): the child builds the shape's ranks (one thread each, a gloo group
 of the side's TP ranks), runs its requests, writes DIR/SHAPE.ROLE.json and
 exits. Shapes (SHAPES below; the same list on both sides):
 
@@ -125,6 +126,14 @@ SHAPES = {
                          [R(1710 + i, 100 + 90 * i) for i in range(4)]],
                  expect={"decode": {1700 + i: "failed" for i in range(4)}}),
 }
+
+
+# Shapes that spend their time waiting (SGLang's bootstrap and waiting
+# timeouts, the abort shape's bootstrap deadline at the prefill, two 15 s
+# stalls: about 60 s, little CPU) run in a second lane, beside the others.
+# Both sides split the same list the same way; each lane is a forked process
+# running its shapes in order.
+WAITING = {"abort", "timeout", "busy"}
 
 
 def out(msg):
@@ -442,6 +451,43 @@ def fork(fn, *args):
     return pid
 
 
+def run_lane(a, lane):
+    """The shapes of one lane in order, a forked child each; 0 when all passed."""
+    rc = 0
+    for idx, shape in lane:
+        rc |= run_shape(a, shape, idx)
+    return rc
+
+
+def run_shape(a, shape, idx):
+    spec = SHAPES[shape]
+    saved = dict(os.environ)
+    os.environ.update(spec.get("env", {}))  # the children's SGLang environment
+    try:
+        path = os.path.join(a.dir, f"{shape}.{a.role}.json")
+        if a.role == "decode":
+            _, status = os.waitpid(fork(run_decode, a, shape, idx), 0)
+            return 0 if report(shape, a.role, path, status) else 1
+        rc = 0
+        pid = fork(run_prefill, a, shape, idx, 0)
+        if shape == "kill":
+            t1 = time.monotonic()
+            if wait_file(os.path.join(a.dir, f"{shape}.prefill-killme"), a.timeout):
+                os.kill(pid, signal.SIGKILL)
+            _, status = os.waitpid(pid, 0)
+            killed = os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+            out(f"sglang-real: shape={shape} role=prefill {'PASS' if killed else 'FAIL'} "
+                f"SIGKILLed={'yes' if killed else 'no'} pid={pid} wall_s={time.monotonic() - t1:.1f}")
+            rc |= 0 if killed else 1
+            # the prefill restarts on the same bootstrap address
+            pid = fork(run_prefill, a, shape, idx, 1)
+        _, status = os.waitpid(pid, 0)
+        return rc | (0 if report(shape, a.role, path, status) else 1)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--role", choices=["prefill", "decode"], required=True)
@@ -459,34 +505,13 @@ def main():
     S = H.load()
     out(f"sglang-real: role={a.role} import torch={S.import_torch_s:.1f}s sglang={S.import_sglang_s:.1f}s "
         f"(total {time.monotonic() - t0:.1f}s)")
+    order = list(enumerate(a.shapes.split(",")))  # the index: the shape's bootstrap port
+    lanes = [x for x in ([s for s in order if s[1] not in WAITING], [s for s in order if s[1] in WAITING]) if x]
+    pids = [fork(run_lane, a, lane) for lane in lanes]
     rc = 0
-    for idx, shape in enumerate(a.shapes.split(",")):
-        spec = SHAPES[shape]
-        saved = dict(os.environ)
-        os.environ.update(spec.get("env", {}))  # the children's SGLang environment
-        try:
-            path = os.path.join(a.dir, f"{shape}.{a.role}.json")
-            if a.role == "decode":
-                _, status = os.waitpid(fork(run_decode, a, shape, idx), 0)
-                rc |= 0 if report(shape, a.role, path, status) else 1
-                continue
-            pid = fork(run_prefill, a, shape, idx, 0)
-            if shape == "kill":
-                t1 = time.monotonic()
-                if wait_file(os.path.join(a.dir, f"{shape}.prefill-killme"), a.timeout):
-                    os.kill(pid, signal.SIGKILL)
-                _, status = os.waitpid(pid, 0)
-                killed = os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
-                out(f"sglang-real: shape={shape} role=prefill {'PASS' if killed else 'FAIL'} "
-                    f"SIGKILLed={'yes' if killed else 'no'} pid={pid} wall_s={time.monotonic() - t1:.1f}")
-                rc |= 0 if killed else 1
-                # the prefill restarts on the same bootstrap address
-                pid = fork(run_prefill, a, shape, idx, 1)
-            _, status = os.waitpid(pid, 0)
-            rc |= 0 if report(shape, a.role, path, status) else 1
-        finally:
-            os.environ.clear()
-            os.environ.update(saved)
+    for pid in pids:
+        _, status = os.waitpid(pid, 0)
+        rc |= 0 if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 else 1
     return rc
 
 

@@ -367,7 +367,9 @@ def main():
     ap.add_argument("--decode-tp", type=int, default=1)
     ap.add_argument("--mla", action="store_true")
     ap.add_argument("--phase", choices=["full", "shape"], default="full")
-    ap.add_argument("--bootstrap-s", type=int, default=30)
+    # a-none waits this out after everything else is done: the full phase's
+    # longest step (every other room's decode asks within seconds)
+    ap.add_argument("--bootstrap-s", type=int, default=15)
     ap.add_argument("--timeout", type=float, default=200)
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,

@@ -67,8 +67,8 @@ bind=() dargs=() fargs=()
 [ $fmode = mr-overrun ] && dargs=(--pool-blocks 64) fargs=(--src-pool-blocks 64)
 # replay: the replayed connection comes after every room is done, so the
 # prefill must still listen then; and its /metrics are read after the peer
-# is done, every room with it
-case $fmode in replay|silent|early) dargs=(--linger 8) ;; esac
+# is done, every room with it (then it stops lingering: the file below)
+case $fmode in replay|silent|early) dargs=(--linger 8 --linger-until "$W/read") ;; esac
 [ "$ADDR1" != "$ADDR0" ] && bind=(--bind "$ADDR1")
 note "prefill driver on $DEV0 $ADDR0:$port; fake_peer ($fmode) from ${ADDR1}; $rooms rooms, bad room $bad"
 timeout -k 5 60 "$DRIVER" --role prefill --config "$W/p.conf" "${shape[@]}" "${dargs[@]}" --timeout 45 \
@@ -122,6 +122,7 @@ bad-token|replay|silent|early)
 	[ $fmode = bad-token ] && { stop_children; pass "refused; reason on both sides: '$want', counted; the peer got nothing but the refusal"; }
 	;;
 esac
+touch "$W/read"
 wait "$ppid"
 prc=$?
 CHILDREN=()

@@ -58,7 +58,7 @@ pair() {
 		echo "metrics: { listen_port = $mport; interval_ms = 100; };" >> "$W/$name.p.conf"
 	rm -f "$W/$name.ready"
 	timeout -k 5 200 "$RANKS" --role prefill --config "$W/$name.p.conf" --ready-file "$W/$name.ready" \
-		"${pargs[@]}" > "$W/$name.p.out" 2> "$W/$name.p.log" &
+		--linger-until "$W/$name.done" "${pargs[@]}" > "$W/$name.p.out" 2> "$W/$name.p.log" &
 	ppid=$!
 	CHILDREN+=("$ppid")
 	wait_file "$W/$name.ready" 60 || { show "$W/$name.p.out" "$W/$name.p.log"; fail "$name: prefill not ready"; }
@@ -77,6 +77,7 @@ pair() {
 	fi
 	wait "$dpid"
 	drc=$?
+	touch "$W/$name.done" # the decode is done, the count read: the prefill may go
 	wait "$ppid"
 	prc=$?
 	note "$name: decode: $(grep '^driver: role=decode rooms' "$W/$name.d.out")"
