@@ -182,13 +182,14 @@ TESTS=(
 	# kvferry transport (tests/rxe/scenarios/*.sh: BUILD DEV0 ADDR0 DEV1 ADDR1 ...)
 	# 1,000 rooms of 16 buffers x 16 KiB (256 MiB, checked): at 64 buffers
 	# (1 GiB) a loaded TCG guest (~0.03 Gb/s) ran past the 230 s limit;
-	# kvf_throughput moves the 64-buffer layout
+	# kvf_throughput moves the 64-buffer layout. The variants (schedulers
+	# that wait, one QP) move 500 rooms: the same paths, half the data
 	"kvf_bench_one_process|270|\$repo/tests/rxe/scenarios/bench.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 one 1000 1 16"
 	"kvf_bench_two_process|270|\$repo/tests/rxe/scenarios/bench.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 two 1000 1 16"
-	"kvf_bench_one_process_wait|270|\$repo/tests/rxe/scenarios/bench.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 one 1000 1 16 --wait"
-	"kvf_bench_two_process_wait|270|\$repo/tests/rxe/scenarios/bench.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 two 1000 1 16 --wait"
+	"kvf_bench_one_process_wait|270|\$repo/tests/rxe/scenarios/bench.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 one 500 1 16 --wait"
+	"kvf_bench_two_process_wait|270|\$repo/tests/rxe/scenarios/bench.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 two 500 1 16 --wait"
 	# one QP per peer (rdma.qps_per_peer 1, the default before 2026-12-06)
-	"kvf_bench_two_process_qp1|270|env 'KVF_SCEN_RDMA=qps_per_peer = 1;' \$repo/tests/rxe/scenarios/bench.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 two 1000 1 16"
+	"kvf_bench_two_process_qp1|270|env 'KVF_SCEN_RDMA=qps_per_peer = 1;' \$repo/tests/rxe/scenarios/bench.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 two 500 1 16"
 	"kvf_abort_prefill|200|\$repo/tests/rxe/scenarios/abort.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 prefill"
 	"kvf_abort_decode|200|\$repo/tests/rxe/scenarios/abort.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 decode"
 	"kvf_kill_decode|120|\$repo/tests/rxe/scenarios/kill.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 decode KILL"

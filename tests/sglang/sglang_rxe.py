@@ -5,12 +5,11 @@ kvferry on a real RDMA device (tests/rxe/scenarios/sglang_real.sh runs one
 process per side). The queues, KVArgs, pools, requests and failure paths are
 SGLang's, built by harness.py; the backend is TransferBackend.KVFERRY.
 
-Importing torch and SGLang costs minutes in a TCG guest, so each side's
-process imports once and forks one child per shape (a fork shares the
-imports), in two lanes (WAITING below: the shapes that mostly wait run
-beside the others, one shape at a time in each lane): the child builds the shape's ranks (one thread each, a gloo group
-of the side's TP ranks), runs its requests, writes DIR/SHAPE.ROLE.json and
-exits. Shapes (SHAPES below; the same list on both sides):
+Importing torch and SGLang costs about a minute in a TCG guest, so each
+side's process imports once and forks one child per shape (a fork shares the
+imports), in two lanes (SECOND_LANE below), one shape at a time in each: the
+child builds the shape's ranks (one thread each, a gloo group of the side's
+TP ranks), runs its requests, writes DIR/SHAPE.ROLE.json and exits. Shapes (SHAPES below; the same list on both sides):
 
   tp1      TP 1 -> 1: 24 requests of 9..700 tokens in 64-token chunks
   tp2to1   prefill TP 2 -> decode TP 1 (fan-in, each prefill rank half the heads)
@@ -128,12 +127,12 @@ SHAPES = {
 }
 
 
-# Shapes that spend their time waiting (SGLang's bootstrap and waiting
-# timeouts, the abort shape's bootstrap deadline at the prefill, two 15 s
-# stalls: about 60 s, little CPU) run in a second lane, beside the others.
-# Both sides split the same list the same way; each lane is a forked process
-# running its shapes in order.
-WAITING = {"abort", "timeout", "busy"}
+# The shapes run in two lanes, a forked process each running its shapes in
+# order, both sides splitting the list alike. The second holds the shapes
+# that mostly wait (SGLang's bootstrap and waiting timeouts, the abort
+# shape's bootstrap deadline at the prefill, two 15 s stalls) and kill: about
+# half of the ~100 s the shapes take one after another on a TCG guest.
+SECOND_LANE = {"abort", "timeout", "busy", "kill"}
 
 
 def out(msg):
@@ -506,7 +505,8 @@ def main():
     out(f"sglang-real: role={a.role} import torch={S.import_torch_s:.1f}s sglang={S.import_sglang_s:.1f}s "
         f"(total {time.monotonic() - t0:.1f}s)")
     order = list(enumerate(a.shapes.split(",")))  # the index: the shape's bootstrap port
-    lanes = [x for x in ([s for s in order if s[1] not in WAITING], [s for s in order if s[1] in WAITING]) if x]
+    lanes = [x for x in ([s for s in order if s[1] not in SECOND_LANE], [s for s in order if s[1] in SECOND_LANE])
+             if x]
     pids = [fork(run_lane, a, lane) for lane in lanes]
     rc = 0
     for pid in pids:

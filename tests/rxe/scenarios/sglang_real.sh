@@ -8,7 +8,7 @@
 # applied to a scratch copy of the files it touches (TransferBackend.KVFERRY,
 # the decode's deferred release). Each process imports torch and SGLang once
 # (about a minute under TCG) and forks a child per shape, in two lanes: the
-# shapes that mostly wait (abort timeout busy) beside the others
+# shapes that mostly wait (abort timeout busy) and kill beside the others
 # (tests/sglang/sglang_rxe.py, which describes each):
 #   tp1 tp2to1 tp1to2 mla pp hybrid prefix   deployment shapes, every page,
 #         metadata row and state slot checked at the decode
