@@ -30,7 +30,10 @@
  * --abort-every K: the prefill aborts request i when i % K == K - 1, right
  * after its first chunk; the decode aborts it when i % K == K - 2, once it
  * waited --chunk-gap-ms after its ROOM_INFO. --stop-on-lost S as
- * kvf_driver's. Per terminal room one line:
+ * kvf_driver's, and also once the last connection went down: a prefill
+ * whose live rooms all wait for a ROOM_INFO has none that can fail "peer
+ * lost" when its decode dies (they would wait out deadlines.bootstrap_s).
+ * Per terminal room one line:
  *
  *   room 3 id=0x1003 SUCCESS pages=7 prefix=2 chunks=4 last_pages=0 bare_last=0 from=TRANSFERRING
  *        t=123.4 checked=458752 bad=0
@@ -417,12 +420,12 @@ struct run {
 	struct pool pl;
 	kvf_engine *eng;
 	struct room *rooms;
-	bool prefill, stopping;
+	bool prefill, stopping, had_conn;
 	uint32_t next, ok, failed, released, stuck, user_bad;
 	uint32_t by_reason[KVF_FAIL_NUM];
 	uint64_t bad_bytes, checked;
 	uint64_t kv_sent;  /* prefill: kv bytes of the chunks handed to the engine */
-	double t0, lost_at;
+	double t0, lost_at, conns_checked;
 };
 
 static int create(struct run *u)
@@ -578,6 +581,25 @@ static bool turn(struct run *u)
 	return all_done;
 }
 
+/* --stop-on-lost: a connection was up and none is now (checked every 100 ms). */
+static void watch_conns(struct run *u)
+{
+	struct kvf_stats st = KVF_STATS_INIT;
+	double now = kvt_mono();
+
+	if (u->o.stop_on_lost <= 0 || u->stopping || now - u->conns_checked < 0.1)
+		return;
+	u->conns_checked = now;
+	kvf_stats(u->eng, &st);
+	if (st.conns_live)
+		u->had_conn = true;
+	else if (u->had_conn) {
+		u->stopping = true;
+		u->lost_at = now;
+		printf("driver: no connection left at t=%.6f\n", now);
+	}
+}
+
 /* --stop-on-lost: what is still live S seconds after the first loss is
  * STUCK (aborted so the driver can end). */
 static void stop(struct run *u)
@@ -671,6 +693,7 @@ int main(int argc, char **argv)
 				goto out;
 			}
 		all_done = turn(&u);
+		watch_conns(&u);
 		if (u.stopping && kvt_mono() - u.lost_at > u.o.stop_on_lost) {
 			stop(&u);
 			break;
