@@ -9,7 +9,8 @@ Importing torch and SGLang costs about a minute in a TCG guest, so each
 side's process imports once and forks one child per shape (a fork shares the
 imports), in two lanes (SECOND_LANE below), one shape at a time in each: the
 child builds the shape's ranks (one thread each, a gloo group of the side's
-TP ranks), runs its requests, writes DIR/SHAPE.ROLE.json and exits. Shapes (SHAPES below; the same list on both sides):
+TP ranks), runs its requests, writes DIR/SHAPE.ROLE.json and exits. Shapes
+(SHAPES below; the same list on both sides):
 
   tp1      TP 1 -> 1: 24 requests of 9..700 tokens in 64-token chunks
   tp2to1   prefill TP 2 -> decode TP 1 (fan-in, each prefill rank half the heads)
@@ -505,9 +506,9 @@ def main():
     out(f"sglang-real: role={a.role} import torch={S.import_torch_s:.1f}s sglang={S.import_sglang_s:.1f}s "
         f"(total {time.monotonic() - t0:.1f}s)")
     order = list(enumerate(a.shapes.split(",")))  # the index: the shape's bootstrap port
-    lanes = [x for x in ([s for s in order if s[1] not in SECOND_LANE], [s for s in order if s[1] in SECOND_LANE])
-             if x]
-    pids = [fork(run_lane, a, lane) for lane in lanes]
+    first = [s for s in order if s[1] not in SECOND_LANE]
+    second = [s for s in order if s[1] in SECOND_LANE]
+    pids = [fork(run_lane, a, lane) for lane in (first, second) if lane]
     rc = 0
     for pid in pids:
         _, status = os.waitpid(pid, 0)
