@@ -7,28 +7,21 @@ KVF_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 # the soft-RoCE suite (host tools are also what the VM guest runs: it shares
 # the host's /usr).
 # clang + libclang-rt-14-dev (libclang_rt.fuzzer): the libFuzzer harnesses.
-# python3-*: the Python package (python/: the extension's headers, the wheel's
-# build backend, the tests' numpy host buffers and runner); scripts run
-# /usr/bin/python3 ($KVF_PY), whose packages these are.
+# python3-dev, python3.11-venv: the interpreter the tests' virtual environment
+# is made from (kvf_venv) and its headers; the Python packages themselves come
+# from PyPI into that environment (tests/requirements.txt).
 # abigail-tools: the unit suite's abi test (abidw/abidiff, tests/unit/abi_check.sh).
-# python3-mypy: tests/python/test_stubs.py (the extension's type stubs).
 KVF_PKGS_BUILD=(gcc meson ninja-build pkg-config libconfig-dev libcriterion-dev
 	libck-dev libibverbs-dev librdmacm-dev libssl-dev spin clang libclang-rt-14-dev libmicrohttpd-dev
-	python3-dev python3-mesonpy python3-numpy python3-pytest python3-pip
-	abigail-tools python3-mypy)
-# Debian's interpreter: PATH may find another python3 (pyenv, a venv) without
-# the packages above.
-KVF_PY=/usr/bin/python3
-# tests/sglang: what the pinned SGLang tree's imports need from Debian
-# (KVF_SGLANG_SRC; the rest, which Debian lacks or has only in a version
-# SGLang cannot use, is stubbed in tests/sglang/sglang_stubs.py, which lists
-# every stub and why).
-# (Those its disaggregation modules import, bootstrap server included;
-# fastapi, uvicorn, setproctitle are only its HTTP server's, not needed.)
-KVF_PKGS_SGLANG=(python3-torch python3-torchvision python3-zmq python3-requests
-	python3-aiohttp python3-psutil python3-pil python3-tqdm python3-dill
-	python3-ipython python3-regex python3-sentencepiece python3-packaging
-	python3-starlette)
+	python3-dev python3.11-venv abigail-tools)
+# The tests' Python, one variable: KVF_PY, the interpreter of the virtual
+# environment KVF_VENV (default .venv in the repo, which the soft-RoCE guest
+# sees at the same path), made by kvf_venv from CPython 3.11 with
+# tests/requirements.txt: SGLang's and vLLM's pinned releases, torch, and
+# the test tools (pytest, mypy, meson-python).
+KVF_VENV=${KVF_VENV:-$KVF_REPO/.venv}
+KVF_PY=$KVF_VENV/bin/python
+KVF_REQUIREMENTS=$KVF_REPO/tests/requirements.txt
 KVF_PKGS_RDMA=(rdma-core ibverbs-utils ibverbs-providers rdmacm-utils perftest
 	iproute2 kmod)
 KVF_PKGS_VM=(qemu-system-x86 linux-image-amd64 busybox-static cpio)
@@ -67,6 +60,44 @@ kvf_need_pkgs() {
 		kvf_die "apt-get update failed"
 	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" ||
 		kvf_die "apt-get install failed: ${missing[*]}"
+}
+
+# kvf_base_py: the CPython 3.11 the virtual environment is made from:
+# Debian's (Debian 12's python3; Debian 13 machines may carry it too), else
+# pyenv's. 3.11: the release every pinned wheel of tests/requirements.txt has.
+kvf_base_py() {
+	local p
+	for p in /usr/bin/python3.11 /root/.pyenv/versions/3.11*/bin/python3.11 "$(command -v python3.11)"; do
+		[ -x "$p" ] && "$p" -c 'import venv, ensurepip' 2>/dev/null && { echo "$p"; return 0; }
+	done
+	return 1
+}
+
+# kvf_venv: make KVF_VENV (once) and install tests/requirements.txt into it
+# when the file changed since the last install (every pin is exact and
+# installed --no-deps: nothing is resolved, so no unpinned torch can come in).
+kvf_venv() {
+	local base stamp want
+	want=$(sha256sum "$KVF_REQUIREMENTS" | cut -d' ' -f1)
+	stamp=$KVF_VENV/.kvf-requirements
+	[ -x "$KVF_PY" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ] && return 0
+	if [ ! -x "$KVF_PY" ]; then
+		base=$(kvf_base_py) || kvf_die "no CPython 3.11 with venv here (Debian: python3.11-venv; or pyenv's 3.11)"
+		kvf_log "making $KVF_VENV from $base"
+		"$base" -m venv "$KVF_VENV" || kvf_die "python3 -m venv $KVF_VENV failed"
+	fi
+	kvf_log "installing $KVF_REQUIREMENTS into $KVF_VENV (several GB the first time)"
+	"$KVF_PY" -m pip install -q --disable-pip-version-check --no-deps -r "$KVF_REQUIREMENTS" ||
+		kvf_die "pip install -r $KVF_REQUIREMENTS failed"
+	echo "$want" > "$stamp"
+}
+
+# kvf_venv_home: the base interpreter's prefix when it is outside /usr (the
+# soft-RoCE guest shares /usr only: scripts/rxe-vm.sh --share it), else nothing.
+kvf_venv_home() {
+	local home
+	home=$(sed -n 's/^home *= *//p' "$KVF_VENV/pyvenv.cfg" 2>/dev/null)
+	case $home in /usr/bin|/usr/local/bin|'') ;; *) dirname "$home" ;; esac
 }
 
 # True when this host has an RDMA device (hardware or rxe) visible to verbs.

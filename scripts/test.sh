@@ -7,12 +7,15 @@
 #    only when something is missing);
 # 2. configures (once) and builds in ${KVF_BUILD_DIR:-build};
 # 3. runs the unit suite: meson test --suite unit --print-errorlogs;
-# 3a. runs the Python package's tests (pytest tests/python, with
-#    /usr/bin/python3) and SGLang's own disaggregation queues on its FAKE
-#    backend (pytest tests/sglang: the pinned SGLang tree, KVF_SGLANG_SRC,
-#    default ../shared/sglang/python; missing: skipped, a failure under
-#    CI=true), kvferry.vllm in vLLM's connector call order (pytest
-#    tests/vllm, no RDMA), and installs the package with pip into a scratch dir;
+# 1a. makes the tests' virtual environment (KVF_VENV, default .venv; KVF_PY
+#    its python): CPython 3.11 with tests/requirements.txt from PyPI, SGLang's
+#    and vLLM's pinned releases among them (several GB the first time, then
+#    only when the file changes);
+# 3a. runs the Python package's tests (pytest tests/python), SGLang's own
+#    disaggregation queues on its FAKE backend (pytest tests/sglang: the
+#    installed SGLang release), kvferry.vllm under vLLM's own scheduler
+#    (pytest tests/vllm, no RDMA), all with KVF_PY, and installs the package
+#    with pip into a scratch dir;
 # 3b. checks the room protocol model with spin (tests/model/run.sh);
 # 4. runs the RDMA suite tests/rxe/run.sh: on this host's RDMA device when it
 #    has one (ibv_devices lists one), else inside a qemu guest with soft-RoCE
@@ -24,7 +27,7 @@
 #   KVF_BUILD_DIR=DIR   build directory (default build, relative to the repo)
 #   KVF_WERROR=1        configure with -Dwerror=true
 #   KVF_RXE=auto|host|vm|skip  where the RDMA suite runs (default auto)
-#   KVF_SGLANG_SRC=DIR  SGLang's Python package (default ../shared/sglang/python)
+#   KVF_VENV=DIR        the tests' virtual environment (default .venv in the repo)
 #   KVF_RXE_DEVICES=1|2|4 rxe devices in the VM (default 4: prefill and decode on
 #                       their own, two rails each for the rails scenarios)
 #   KVF_VM_TIMEOUT=S    limit for the whole VM run (default 2700: every test
@@ -76,8 +79,14 @@ summarized() {
 
 # ---- 1. packages --------------------------------------------------------------
 section "packages"
-kvf_need_pkgs "${KVF_PKGS_BUILD[@]}" "${KVF_PKGS_RDMA[@]}" "${KVF_PKGS_SGLANG[@]}" || exit 1
+kvf_need_pkgs "${KVF_PKGS_BUILD[@]}" "${KVF_PKGS_RDMA[@]}" || exit 1
 section_end packages ok
+
+# ---- 1a. the tests' Python ------------------------------------------------------
+section "python environment ($KVF_VENV)"
+kvf_venv || exit 1
+export KVF_PY # the scenarios in the guest run it too (rxe-vm.sh passes KVF_*)
+section_end "python environment" "$("$KVF_PY" -c 'import sys; print(sys.version.split()[0])'), $(grep -cv '^#' "$KVF_REQUIREMENTS") pinned packages"
 
 # ---- 2. configure and build ---------------------------------------------------
 section "build ($build)"
@@ -85,9 +94,9 @@ werror=false
 [ "${KVF_WERROR:-0}" = 1 ] && werror=true
 built=1
 if [ -f "$build/build.ninja" ]; then
-	meson configure "$build" -Dwerror=$werror > /dev/null || built=0
+	meson configure "$build" -Dwerror=$werror -Dpython_exe="$KVF_PY" > /dev/null || built=0
 else
-	meson setup "$build" -Dwerror=$werror || built=0
+	meson setup "$build" -Dwerror=$werror -Dpython_exe="$KVF_PY" || built=0
 fi
 if [ $built = 1 ]; then
 	meson compile -C "$build" || built=0
@@ -137,8 +146,7 @@ if [ $built = 1 ] && compgen -G "$build/python/kvferry/_kvferry*.so" > /dev/null
 		summary+=("sglang queues: SKIPPED ($(grep -o 'not run: .*' "$log" | head -n1); CI=true makes this a failure)")
 	fi
 	rc_sg=$rc
-	# kvferry.vllm in vLLM 00f4240's connector call order, no RDMA (its own
-	# process too: the torch import of its layout tests)
+	# kvferry.vllm under vLLM's own scheduler, no RDMA (its own process too)
 	summarized vllm 'vllm connector (pytest): ' '^=* ?[0-9]+ (passed|failed|skipped)' \
 		env PYTHONPATH="$build/python" "$KVF_PY" -m pytest -q -p no:cacheprovider -rs "$KVF_REPO/tests/vllm"
 	if [ $ci = 0 ] && grep -q 'not run: ' "$log"; then
@@ -197,22 +205,10 @@ elif [ "$rxe_mode" = vm ]; then
 	echo "no RDMA device on this host: running the suite in a qemu guest with soft-RoCE"
 	share=()
 	case $build/ in "$KVF_REPO"/*) ;; *) share=(--share "$build") ;; esac
-	# the pinned SGLang tree (tests/rxe/scenarios/sglang_real.sh), when outside the repo
-	sgsrc=${KVF_SGLANG_SRC:-$KVF_REPO/../shared/sglang/python}
-	if [ -d "$sgsrc" ]; then
-		sgsrc=$(cd "$sgsrc" && pwd -P)
-		case $sgsrc/ in "$KVF_REPO"/*) ;; *) share+=(--share "$sgsrc") ;; esac
-		export KVF_SGLANG_SRC=$sgsrc
-		# The guest shares /usr and the SGLang tree read-only, so each of
-		# sglang_real's two processes compiled SGLang's modules under TCG
-		# (about 15 s of their 75 s import): compiled here once instead,
-		# into $build/pycache (the scenario's PYTHONPYCACHEPREFIX).
-		(cd "$KVF_REPO/tests/sglang" && env -u PYTHONDONTWRITEBYTECODE \
-			PYTHONPYCACHEPREFIX="$build/pycache" PYTHONPATH="$build/python" \
-			KVF_SGLANG_PATCH="$KVF_REPO/docs/sglang-backend.patch" "$KVF_PY" -W ignore \
-			-c 'import harness; harness.load()' > /dev/null 2>&1) ||
-			echo "note: SGLang's byte-code not compiled for the guest (slower, not wrong)"
-	fi
+	# the tests' virtual environment, and its base interpreter when outside /usr
+	case $KVF_VENV/ in "$KVF_REPO"/*) ;; *) share+=(--share "$KVF_VENV") ;; esac
+	home=$(kvf_venv_home)
+	[ -n "$home" ] && share+=(--share "$home")
 	run_rxe "$KVF_REPO/scripts/rxe-vm.sh" --devices "${KVF_RXE_DEVICES:-4}" \
 		--timeout "${KVF_VM_TIMEOUT:-2700}" "${share[@]+"${share[@]}"}" -- tests/rxe/run.sh
 else

@@ -7,6 +7,7 @@ import sys
 from typing import Any, Dict, Final, Iterable, List, Mapping, Optional, Sequence, Tuple, Union, final
 
 from _typeshed import structseq
+from typing_extensions import disjoint_base
 
 FAILED: int
 BOOTSTRAPPING: int
@@ -276,6 +277,7 @@ class RoomStats(structseq[Any], Tuple[Any, ...]):
     def peer(self) -> str: ...
 
 
+@disjoint_base  # a C type with its own instance layout (stubtest checks it)
 class Engine:
     def __init__(self, config_path: Optional[str] = ...,
                  overrides: Union[None, Mapping[str, Any], Sequence[str], str] = ...) -> None: ...

@@ -1,11 +1,22 @@
 # SPDX-License-Identifier: Apache-2.0
 """The kvferry package under test: the build dir's copy (PYTHONPATH=<build>/python,
 as scripts/test.sh sets it) or an installed one. Not importable is an error,
-never a skip."""
+never a skip.
+
+The engines' packages (SGLang, vLLM) are in the tests' environment for
+tests/sglang and tests/vllm; here they are hidden, so this suite tests
+kvferry.sglang's and kvferry.vllm's own stand-ins (what a process without the
+engine gets) and measures no torch in its leak checks. A test that wants the
+real engine runs it in a subprocess (test_sglang.py)."""
+import sys
+
 import numpy as np
 import pytest
 
-import kvferry
+for _engine in ("sglang", "vllm"):
+    sys.modules.setdefault(_engine, None)  # type: ignore[arg-type]  # import -> ImportError
+
+import kvferry  # noqa: E402
 
 
 @pytest.fixture

@@ -383,79 +383,6 @@ def test_maybe_progress_is_rate_limited():
 # SGLang's base classes as its disaggregation package declares them (abstract
 # methods by name), for the import path where SGLang is installed: kvferry's
 # classes must subclass them and leave nothing abstract.
-SGLANG_BASES = '''
-import dataclasses
-from abc import ABC, abstractmethod
-from typing import Optional
-
-
-class KVArgs:
-    pass
-
-
-class KVPoll:
-    Failed, Bootstrapping, WaitingForInput, Transferring, Success = range(5)
-
-
-@dataclasses.dataclass
-class KVTransferMetric:
-    transfer_latency_s: Optional[float] = None
-    alloc_latency_s: Optional[float] = None
-    transfer_total_bytes: Optional[int] = None
-
-
-class BaseKVManager(ABC):
-    @abstractmethod
-    def __init__(self, args, disaggregation_mode, server_args, is_mla_backend=False): ...
-
-    @abstractmethod
-    def register_to_bootstrap(self): ...
-
-
-class BaseKVSender(ABC):
-    @abstractmethod
-    def __init__(self, mgr, bootstrap_addr, bootstrap_room, dest_tp_ranks, pp_rank,
-                 req_has_disagg_prefill_dp_rank=False): ...
-
-    @abstractmethod
-    def init(self, num_kv_indices, aux_index=None): ...
-
-    @abstractmethod
-    def send(self, kv_indices, state_indices=None, num_kv_tokens=None): ...
-
-    @abstractmethod
-    def get_transfer_metric(self): ...
-
-    @abstractmethod
-    def poll(self): ...
-
-    @abstractmethod
-    def failure_exception(self): ...
-
-
-class BaseKVReceiver(ABC):
-    @abstractmethod
-    def __init__(self, mgr, bootstrap_addr, bootstrap_room=None): ...
-
-    @abstractmethod
-    def init(self, prefill_dp_rank): ...
-
-    @abstractmethod
-    def send_metadata(self, kv_indices, aux_index=None, state_indices=None,
-                      decode_prefix_len=None): ...
-
-    @abstractmethod
-    def poll(self): ...
-
-    @abstractmethod
-    def failure_exception(self): ...
-
-
-class BaseKVBootstrapServer(ABC):
-    @abstractmethod
-    def __init__(self, host, port): ...
-'''
-
 WITH_SGLANG = '''
 import sys
 import numpy as np
@@ -476,28 +403,25 @@ m = ks.KVManager(a, "prefill", None, overrides=[])
 s = ks.KVSender(m, "127.0.0.1:1", 5, [0], 0)
 assert isinstance(s.get_transfer_metric(), conn.KVTransferMetric)
 r = ks.KVReceiver(m, "127.0.0.1:1", 6)
-srv = ks.KVBootstrapServer("127.0.0.1", 0)
+srv = ks.KVBootstrapServer("127.0.0.1", 0)  # SGLang's CommonKVBootstrapServer
+import time
+t_end = time.monotonic() + 30  # its close() needs the loop its thread sets up
+while getattr(srv, "_loop", None) is None and time.monotonic() < t_end:
+    time.sleep(0.05)
 srv.close()
 m.close()
 print("ok")
 '''
 
 
-def test_subclasses_sglang_bases_where_installed(tmp_path):
-    import os
+def test_subclasses_sglang_bases_where_installed():
+    """In a process with SGLang's pinned release (tests/requirements.txt), the
+    classes derive from SGLang's own bases; here SGLang is hidden (conftest):
+    the stand-ins."""
     import subprocess
     import sys
 
-    base = tmp_path / "sglang" / "srt" / "disaggregation" / "base"
-    base.mkdir(parents=True)
-    for d in (base, *base.parents):
-        if d == tmp_path:
-            break
-        (d / "__init__.py").write_text("")
-    (base / "conn.py").write_text(SGLANG_BASES)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env.get("PYTHONPATH", "")])
-    r = subprocess.run([sys.executable, "-c", WITH_SGLANG], env=env, capture_output=True,
-                       text=True, timeout=120)
-    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
-    assert not ks.HAVE_SGLANG  # this process has no SGLang: the plain classes
+    r = subprocess.run([sys.executable, "-c", WITH_SGLANG], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]
+    assert not ks.HAVE_SGLANG  # this process has SGLang hidden: the plain classes

@@ -75,15 +75,26 @@ REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 
 
-def sglang_src() -> Path:
-    return Path(os.environ.get("KVF_SGLANG_SRC") or (REPO.parent / "shared" / "sglang" / "python"))
+# The SGLang release the tests run (tests/requirements.txt pins it; docs/sglang.md).
+SGLANG_RELEASE = "0.5.18"
+
+
+def sglang_pkg() -> Optional[Path]:
+    """The installed sglang package's directory, or None."""
+    import importlib.util
+    spec = importlib.util.find_spec("sglang")
+    return Path(spec.origin).parent if spec and spec.origin else None
 
 
 def missing_reason() -> Optional[str]:
-    """None when the pinned SGLang tree is there, else why not."""
-    src = sglang_src()
-    if not (src / "sglang" / "srt" / "disaggregation" / "prefill.py").is_file():
-        return f"no SGLang tree at {src} (KVF_SGLANG_SRC; see /work/shared/sglang/PIN)"
+    """None when SGLang's pinned release is installed in this Python, else why not."""
+    pkg = sglang_pkg()
+    if pkg is None or not (pkg / "srt" / "disaggregation" / "prefill.py").is_file():
+        return (f"no sglang package in {sys.executable} (scripts/venv.sh installs "
+                f"sglang=={SGLANG_RELEASE} from tests/requirements.txt)")
+    from importlib.metadata import version
+    if version("sglang") != SGLANG_RELEASE:
+        return f"sglang {version('sglang')} is installed; the tests pin {SGLANG_RELEASE}"
     return None
 
 
@@ -95,8 +106,9 @@ class S:
 
 def _apply_patch(patch: str) -> Dict[str, str]:
     """docs/sglang-backend.patch (or another) applied with git apply to a
-    scratch copy of the pinned files it touches; returns {module: file} for
-    _Overlay. The pinned tree itself is never written."""
+    scratch copy of the installed release's files it touches (the patch's
+    paths are SGLang's source tree's, python/sglang/...); returns {module:
+    file} for _Overlay. The installed package itself is never written."""
     import re
     import subprocess
     import tempfile
@@ -109,11 +121,11 @@ def _apply_patch(patch: str) -> Dict[str, str]:
     scratch = Path(tempfile.mkdtemp(prefix="kvf-sglang-patched."))
     owner = os.getpid()
     atexit.register(lambda: os.getpid() == owner and shutil.rmtree(scratch, ignore_errors=True))
-    root = sglang_src().parent  # the directory holding python/
+    site = sglang_pkg().parent  # the directory holding the sglang package
     for f in files:
         dst = scratch / f
         dst.parent.mkdir(parents=True, exist_ok=True)
-        dst.write_bytes((root / f).read_bytes())
+        dst.write_bytes((site / Path(f).relative_to("python")).read_bytes())
     subprocess.run(["git", "apply", "--check", str(Path(patch).resolve())], cwd=scratch, check=True)
     subprocess.run(["git", "apply", str(Path(patch).resolve())], cwd=scratch, check=True)
     mods = {}
@@ -140,20 +152,15 @@ class _Overlay:
 
 
 def load():
-    """Import SGLang's disaggregation code (stubs for what Debian lacks first)."""
+    """Import SGLang's disaggregation code from the installed release."""
     if S.loaded:
         return S
     why = missing_reason()
     if why:
         raise RuntimeError(why)
     t0 = time.monotonic()
-    import torch  # noqa: F401 (timed apart: Debian's torch, not a stub)
+    import torch  # noqa: F401 (timed apart)
     S.import_torch_s = time.monotonic() - t0
-    for p in (str(HERE), str(sglang_src())):
-        if p not in sys.path:
-            sys.path.insert(0, p)
-    import sglang_stubs
-    sglang_stubs.install()
     patch = os.environ.get("KVF_SGLANG_PATCH")
     if patch:
         sys.meta_path.insert(0, _Overlay(_apply_patch(patch)))
@@ -178,7 +185,6 @@ def load():
     S.radix_cache = radix_cache
     S.CacheInitParams, S.SamplingParams, S.ServerArgs = CacheInitParams, SamplingParams, ServerArgs
     S.SpeculativeAlgorithm = SpeculativeAlgorithm
-    S.stubs = sglang_stubs
     S.loaded = True
     return S
 
@@ -689,6 +695,8 @@ class PrefillRank:
             gloo_group=self.side.gloo, max_total_num_tokens=shape.pool_tokens, scheduler=sched,
             pp_rank=shape.pp_rank, pp_size=shape.pp_size, transfer_backend=self.backend)
         sched.disagg_prefill_inflight_queue = []
+        sched.disagg_prefill_pending_chunk_rids = set()
+        sched.enable_staging = False  # SGLANG_DISAGG_STAGING_BUFFER: a GPU staging path
         self.kv_manager = sched.disagg_prefill_bootstrap_queue.kv_manager
         self.pp = pp
         self.bootstrap_host, self.bootstrap_port = host, bootstrap_port
@@ -775,8 +783,8 @@ class PrefillRank:
             else:
                 s.chunked_req = req
         # 6.
-        status = self._pp_transferred() if self.pp is not None else None
-        for req in s.process_disagg_prefill_inflight_queue(transfer_status=status):
+        release = self._pp_transferred() if self.pp is not None else None
+        for req in s.process_disagg_prefill_inflight_queue(release):
             fr = req.finished_reason
             self.done[req.bootstrap_room] = "ok" if type(fr).__name__ == "FINISH_LENGTH" else \
                 f"failed: {getattr(fr, 'message', fr)}"
@@ -789,31 +797,37 @@ class PrefillRank:
     # PP: event_loop_pp_disagg_prefill's consensus, each stage's own
     # queue methods, SGLang's helpers to combine them (scheduler_pp_mixin.py)
     def _pp_bootstrap(self):
-        """_pp_pd_get_bootstrapped_ids (each stage's
-        get_ready_bootstrapped_rids_for_pp, intersected / united down the
-        stages), then process_bootstrapped_queue with the last stage's
+        """_pp_pd_get_bootstrapped_ids: each stage's get_rids of its bootstrap
+        queue (WaitingForInput: good, Failed: bad), good intersected and bad
+        united down the stages, aborted requests routed to bad
+        (_route_aborts_to_bad); then process_bootstrapped_queue with that
         consensus: pop_bootstrapped(pp_good_rids=, pp_bad_rids=)."""
-        from sglang.srt.managers import scheduler_pp_mixin as ppm
+        from sglang.srt.managers.scheduler_pp_mixin import SchedulerPPMixin as PP
         q = self.sched.disagg_prefill_bootstrap_queue
-        local = q.get_ready_bootstrapped_rids_for_pp()
+        poll = S.base.KVPoll
+        local = PP.get_rids(self.sched, q.queue, True, [poll.WaitingForInput], [poll.Failed])
         aborted = {r.rid for r in q.queue if isinstance(r.finished_reason, S.sb.FINISH_ABORT)}
         good, bad = None, None
         for g, b in self.pp.gather(self.shape.pp_rank, local):
-            good = list(g) if good is None else ppm._pp_ordered_intersection(good, g)
-            bad = list(b) if bad is None else ppm._pp_ordered_union(bad, b)
-        good, bad = ppm.SchedulerPPMixin._route_aborts_to_bad(good, bad, aborted)
+            good = list(g) if good is None else list(set(good) & set(g))
+            bad = list(b) if bad is None else list(set(bad) | set(b))
+        good, bad = PP._route_aborts_to_bad(good, bad, aborted)
         good_reqs, _failed = q.pop_bootstrapped(return_failed_reqs=True, pp_good_rids=good,
                                                 pp_bad_rids=bad)
         self.sched.waiting_queue.extend(good_reqs)
 
     def _pp_transferred(self):
-        """_pp_pd_get_prefill_transferred_ids: each stage's
-        get_transferred_rids, merged down the stages (_pp_merge_transfer_status)."""
-        from sglang.srt.managers import scheduler_pp_mixin as ppm
-        status = None
-        for st in self.pp.gather(self.shape.pp_rank, self.sched.get_transferred_rids()):
-            status = st if status is None else ppm._pp_merge_transfer_status(previous=status, current=st)
-        return status
+        """_pp_pd_get_prefill_transferred_ids: each stage's get_rids of its
+        inflight queue (Success or Failed), intersected down the stages: the
+        rids every stage may release."""
+        from sglang.srt.managers.scheduler_pp_mixin import SchedulerPPMixin as PP
+        poll = S.base.KVPoll
+        mine = PP.get_rids(self.sched, self.sched.disagg_prefill_inflight_queue, True,
+                           [poll.Success, poll.Failed])
+        rids = None
+        for st in self.pp.gather(self.shape.pp_rank, mine):
+            rids = list(st) if rids is None else list(set(rids) & set(st))
+        return rids
 
     def idle(self) -> bool:
         s = self.sched

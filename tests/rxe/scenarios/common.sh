@@ -14,6 +14,10 @@ BIN=$BUILD/tests/rxe
 DRIVER=$BIN/kvf_driver
 FAKE=$BIN/fake_peer
 BENCH=$BUILD/tools/kvferry-bench
+# the tests' Python (scripts/lib.sh: KVF_PY, the virtual environment with the
+# engines' releases; scripts/test.sh exports it into the guest)
+PY=${KVF_PY:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd -P)/.venv/bin/python}
+[ -x "$PY" ] || { echo "FAIL: no Python at $PY (KVF_PY; scripts/venv.sh makes it)"; exit 1; }
 # KVF_SCEN_KEEP=DIR: the work dir (configs, the processes' .out and .log)
 # goes under DIR and stays (a guest's /tmp is gone when it stops)
 W=$(mktemp -d "${KVF_SCEN_KEEP:-/tmp}/kvf-$KVF_SCEN.XXXXXX")

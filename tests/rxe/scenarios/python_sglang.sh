@@ -11,7 +11,6 @@
 # and the decode has no live room and every page back.
 #   python_sglang.sh BUILD DEV0 ADDR0 DEV1 ADDR1
 . "$(dirname "$0")/common.sh"
-PY=/usr/bin/python3
 HB_MS=1000 HB_MISSES=5
 BOOTSTRAP_S=240 # rooms are created before the other side is up (numpy imports)
 port=18731 # the file's; the backend opens the prefill on an ephemeral port

@@ -9,7 +9,6 @@
 # of every page, layer, head and aux row checked at each decode rank.
 #   python_sglang_shapes.sh BUILD DEV0 ADDR0 DEV1 ADDR1
 . "$(dirname "$0")/common.sh"
-PY=/usr/bin/python3
 DRV=$(dirname "$0")/../python_sglang_shapes.py
 export PYTHONPATH=$BUILD/python
 compgen -G "$BUILD/python/kvferry/_kvferry*.so" > /dev/null ||

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Issue 24: SGLang's own disaggregation queue code (the pinned tree at
-# $KVF_SGLANG_SRC, default ../shared/sglang/python) drives kvferry.sglang on
+# Issues 24, 38: SGLang's own disaggregation queue code (its pinned release,
+# installed in KVF_PY's environment from tests/requirements.txt) drives kvferry.sglang on
 # soft-RoCE: a prefill process on DEV0 and a decode process on DEV1, each
 # building SGLang's PrefillBootstrapQueue / inflight queue or
 # DecodePreallocQueue / DecodeTransferQueue with SGLang's KVArgs, pools,
@@ -22,26 +22,17 @@
 # while a write could still land in them.
 #   sglang_real.sh BUILD DEV0 ADDR0 DEV1 ADDR1 [SHAPES]
 . "$(dirname "$0")/common.sh"
-PY=/usr/bin/python3
 SHAPES=${1:-tp1,tp2to1,tp1to2,mla,pp,hybrid,prefix,abort,timeout,busy,inject,kill}
 HB_MS=1000 HB_MISSES=5
 BOOTSTRAP_S=60 # (a shape sets SGLang's own timeouts where it tests them)
 repo=$(cd "$(dirname "$0")/../../.." && pwd -P)
-src=${KVF_SGLANG_SRC:-$repo/../shared/sglang/python}
-if [ ! -f "$src/sglang/srt/disaggregation/prefill.py" ]; then
-	case ${CI:-} in true|1|yes) fail "CI=true and no SGLang tree at $src (KVF_SGLANG_SRC)" ;; esac
-	echo "not run: no SGLang tree at $src (KVF_SGLANG_SRC; see ../shared/sglang/PIN)"
-	pass "not run: no SGLang tree (CI=true makes this a failure)"
-fi
-export KVF_SGLANG_SRC=$src
+"$PY" -c 'import sys; sys.path.insert(0, sys.argv[1]); import harness; w = harness.missing_reason(); w and sys.exit(w)' \
+	"$repo/tests/sglang" || fail "SGLang's pinned release is not installed for $PY"
 export KVF_SGLANG_PATCH=$repo/docs/sglang-backend.patch
 port=18741 # the file's; the backend opens the prefill on an ephemeral port
 engine_conf "$W/p.conf" prefill-sgr prefill $port
 engine_conf "$W/d.conf" decode-sgr decode $port
 export PYTHONPATH=$BUILD/python
-# SGLang's and torch's byte-code compiled on the host (scripts/test.sh): the
-# trees are read-only here, and compiling them under TCG is slow
-[ -d "$BUILD/pycache" ] && export PYTHONPYCACHEPREFIX=$BUILD/pycache
 compgen -G "$BUILD/python/kvferry/_kvferry*.so" > /dev/null ||
 	fail "not built: $BUILD/python/kvferry/_kvferry*.so (python3-dev, -Dpython)"
 DRV=("$PY" "$repo/tests/sglang/sglang_rxe.py" --dir "$W" --shapes "$SHAPES" --timeout "${KVF_SGR_TIMEOUT:-180}")

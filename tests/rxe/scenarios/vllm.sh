@@ -21,7 +21,6 @@
 #          both): 8 requests each, every byte checked on every decode rank.
 #   vllm.sh BUILD DEV0 ADDR0 DEV1 ADDR1 [full|shapes|all]
 . "$(dirname "$0")/common.sh"
-PY=/usr/bin/python3
 what=${1:-all}
 export PYTHONPATH=$BUILD/python
 compgen -G "$BUILD/python/kvferry/_kvferry*.so" > /dev/null ||
