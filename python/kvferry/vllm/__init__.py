@@ -8,9 +8,8 @@ vLLM loads it with
                            "kv_connector_extra_config": {"kvferry_overrides": {...}}}'
 (docs/vllm.md: launch lines, config keys, what maps to what).
 
-The classes subclass vLLM's KVConnectorBase_V1 where vLLM imports, and
-stand-ins with the same interface where it does not (_compat.py), so the
-package imports and is tested without vLLM."""
+The connector subclasses vLLM's own KVConnectorBase_V1: the package needs
+vLLM (docs/vllm.md names the tested release, vllm 0.31.0)."""
 from ._compat import HAVE_VLLM, KVConnectorBase_V1, KVConnectorMetadata, KVConnectorRole
 from .connector import KVFerryConnector
 from .mapping import (
@@ -28,10 +27,12 @@ from .mapping import (
     room_id_of,
 )
 from .metadata import KVFerryConnectorMetadata, KVFerryHandshake, RecvSpec, SendSpec
+from .stats import KVFerryPromMetrics, KVFerryStats
 
 __all__ = [
     "HAVE_VLLM", "KVConnectorBase_V1", "KVConnectorMetadata", "KVConnectorRole",
-    "KVFerryConnector", "KVFerryConnectorMetadata", "KVFerryHandshake", "RecvSpec", "SendSpec",
+    "KVFerryConnector", "KVFerryConnectorMetadata", "KVFerryHandshake", "KVFerryPromMetrics",
+    "KVFerryStats", "RecvSpec", "SendSpec",
     "PARAMS_KEY", "CacheLayout", "ParamsError", "PrefillInfo", "RankMap", "cache_layout",
     "layer_index", "pack_user_data", "parse_user_data", "prefill_info", "rank_map", "room_id_of",
 ]

@@ -7,12 +7,17 @@ belongs to one of them, as in vLLM's own NixlConnector."""
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Optional, Set, Tuple
 
-from ._compat import KVConnectorBase_V1, KVConnectorRole, SupportsHMA
+from ._compat import KVConnectorBase_V1, KVConnectorRole
 from .metadata import KVFerryConnectorMetadata, KVFerryHandshake
 from .scheduler import SchedulerSide
+from .stats import KVFerryPromMetrics, KVFerryStats
 from .worker import WorkerSide
+
+if TYPE_CHECKING:
+    from vllm.config import VllmConfig
+    from vllm.v1.kv_cache_interface import KVCacheConfig
 
 log = logging.getLogger("kvferry.vllm")
 
@@ -27,17 +32,34 @@ def _role_flags(ktc: Any) -> Tuple[bool, bool]:
     return producer, consumer
 
 
-class KVFerryConnector(KVConnectorBase_V1, SupportsHMA):
+def _one_group(kv_cache_config: Any) -> None:
+    """kvferry moves one KV cache group; vLLM gives one once the hybrid
+    manager is off, which it does itself for a connector that is not
+    SupportsHMA. More than one here is a configuration vLLM should not
+    make: said at start, not per request."""
+    groups = getattr(kv_cache_config, "kv_cache_groups", None) or ()
+    if len(groups) > 1:
+        raise ValueError(f"kvferry.vllm moves one KV cache group, this model has "
+                         f"{len(groups)} (the hybrid KV cache manager is on): run with "
+                         "--disable-hybrid-kv-cache-manager")
+
+
+class KVFerryConnector(KVConnectorBase_V1):
     """vLLM KV connector on kvferry: push transfers (the prefill writes into
     the decode's blocks), blocks freed at quiescence, failures through
     get_block_ids_with_load_errors, heterogeneous TP through kvferry's
-    geometry. docs/vllm.md."""
+    geometry. docs/vllm.md.
 
-    def __init__(self, vllm_config: Any, role: KVConnectorRole, kv_cache_config: Any = None):
-        try:
-            super().__init__(vllm_config, role, kv_cache_config)
-        except TypeError:  # an older vLLM: (vllm_config, role)
-            super().__init__(vllm_config, role)
+    Not SupportsHMA, on purpose: kvferry moves one KV cache group. With no
+    preference given, vLLM then turns its hybrid KV cache manager off by
+    itself (vllm/config/vllm.py: a sliding-window model runs with full
+    attention blocks, one group), and refuses to start with it forced on
+    (KVConnectorFactory.create_connector). docs/vllm.md, "Hybrid models"."""
+
+    def __init__(self, vllm_config: "VllmConfig", role: KVConnectorRole,
+                 kv_cache_config: "KVCacheConfig"):
+        super().__init__(vllm_config, role, kv_cache_config)
+        _one_group(kv_cache_config)
         ktc = vllm_config.kv_transfer_config
         self.engine_id = str(getattr(ktc, "engine_id", None) or "kvferry")
         producer, consumer = _role_flags(ktc)
@@ -80,18 +102,6 @@ class KVFerryConnector(KVConnectorBase_V1, SupportsHMA):
     def request_finished(self, request: Any, block_ids: list
                          ) -> Tuple[bool, Optional[Dict[str, Any]]]:
         return self._sched().request_finished(request, block_ids)
-
-    def request_finished_all_groups(self, request: Any, block_ids: Tuple[list, ...]
-                                    ) -> Tuple[bool, Optional[Dict[str, Any]]]:
-        if len(block_ids) != 1:
-            log.error("request %s: %d KV cache groups; kvferry.vllm moves one (run with "
-                      "--disable-hybrid-kv-cache-manager or a model of one group)",
-                      request.request_id, len(block_ids))
-            params = request.kv_transfer_params or {}
-            if params.get("do_remote_prefill"):  # still free the prefill's blocks
-                return self._sched().request_finished(request, [])
-            return False, None
-        return self._sched().request_finished(request, list(block_ids[0]))
 
     def update_connector_output(self, connector_output: Any) -> None:
         self._sched().update_connector_output(connector_output)
@@ -144,6 +154,26 @@ class KVFerryConnector(KVConnectorBase_V1, SupportsHMA):
 
     def get_block_ids_with_load_errors(self) -> Set[int]:
         return self._work().load_errors() if self.worker_side is not None else set()
+
+    # ---------------------------------------------------------------- vLLM's metrics
+    def get_kv_connector_stats(self) -> Optional[KVFerryStats]:
+        """The rooms that ended since the last call (worker: by outcome, bytes,
+        time) or the requests the scheduler side offered, asked for or refused;
+        None when nothing happened."""
+        side = self.worker_side or self.scheduler_side
+        return side.take_stats() if side is not None else None
+
+    @classmethod
+    def build_kv_connector_stats(cls, data: Optional[Dict[str, Any]] = None
+                                 ) -> Optional[KVFerryStats]:
+        return KVFerryStats(data=dict(data or {}))
+
+    @classmethod
+    def build_prom_metrics(cls, vllm_config: "VllmConfig", metric_types: Any,
+                           labelnames: Any, per_engine_labelvalues: Any
+                           ) -> KVFerryPromMetrics:
+        return KVFerryPromMetrics(vllm_config, metric_types, labelnames,
+                                  per_engine_labelvalues)
 
     def shutdown(self) -> None:
         if self.worker_side is not None:

@@ -20,6 +20,7 @@ whole prompt is cached here, still gets a receive without data, so that
 the prefill's blocks are freed at once rather than at its deadline."""
 from __future__ import annotations
 
+import collections
 import logging
 from typing import Any, Dict, Optional, Set, Tuple
 
@@ -32,12 +33,41 @@ from .mapping import (
     room_id_of,
 )
 from .metadata import KVFerryConnectorMetadata, KVFerryHandshake, RecvSpec, SendSpec
+from .stats import KVFerryStats
 
 log = logging.getLogger("kvferry.vllm")
 
 
+# a prefill request's ends whose KV is offered (as NIXL's): its max_tokens
+# reached (the proxy's max_tokens=1), or a stop (its one token was EOS)
+OFFERED = ("FINISHED_LENGTH_CAPPED", "FINISHED_STOPPED")
+
+
 def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
+
+
+def remote_tokens(params: Dict[str, Any], prompt: int, block_size: int) -> Tuple[int, str]:
+    """(the prompt tokens whose KV the prefill holds, why not usable or "")
+    from NIXL's keys as vLLM 0.31's prefills and proxies send them:
+    remote_num_tokens (missing: the whole prompt) and remote_block_ids, one
+    list per KV cache group (a flat list, from kvferry before it, is one
+    group). The decode's blocks are the tail of the prefill's, so a prompt
+    shorter than what the prefill computed cannot be served from it."""
+    held = params.get("remote_num_tokens")
+    held = prompt if held is None else int(held)
+    if held > prompt:
+        return 0, (f"the prefill computed {held} tokens, this prompt has {prompt}: not "
+                   "the same prompt")
+    groups = params.get("remote_block_ids")
+    if groups and isinstance(groups[0], (list, tuple)):
+        if len(groups) != 1:
+            return 0, f"the prefill sent {len(groups)} KV cache groups; kvferry moves one"
+        groups = groups[0]
+    if groups is not None and len(groups) != _cdiv(held, block_size):
+        return 0, (f"remote_block_ids has {len(groups)} blocks, {held} tokens need "
+                   f"{_cdiv(held, block_size)}")
+    return held, ""
 
 
 class SchedulerSide:
@@ -57,7 +87,9 @@ class SchedulerSide:
         self._send: Dict[str, SendSpec] = {}
         # prefill: requests whose blocks are held for a send not reported finished yet
         self.pending_sends: Set[str] = set()
+        # this interval's (take_stats) and the totals
         self.counts = {"sends": 0, "recvs": 0, "cancels": 0, "full_hits": 0, "refused": 0}
+        self.total: collections.Counter = collections.Counter()
 
     # ---- handshake (engine core, once after the workers registered their caches)
     def set_workers(self, metadata: Dict[Tuple[int, int], Any]) -> None:
@@ -127,7 +159,12 @@ class SchedulerSide:
         info = self._remote(request)
         if info is None:
             return 0, False
-        n = len(request.prompt_token_ids or ()) - int(num_computed_tokens)
+        prompt = len(request.prompt_token_ids or ())
+        held, why = remote_tokens(request.kv_transfer_params, prompt, self.block_size)
+        if why:
+            self._refuse(request, why)
+            return 0, False
+        n = held - int(num_computed_tokens)
         self._local_hit[request.request_id] = int(num_computed_tokens)
         return (n, True) if n > 0 else (0, False)
 
@@ -195,8 +232,8 @@ class SchedulerSide:
             return False, None
         if not params.get("do_remote_decode"):
             return False, None
-        if status_name(request.status) != "FINISHED_LENGTH_CAPPED":
-            # aborted, stopped or failed at the prefill: nothing to hand over
+        if status_name(request.status) not in OFFERED:
+            # aborted or failed at the prefill: nothing to hand over
             return False, None
         if not block_ids:
             return False, None
@@ -206,27 +243,52 @@ class SchedulerSide:
                       "handshakes); its KV is not offered", request.request_id,
                       len(self.workers), self.tp_size * self.pp_size)
             return False, None
+        # the prompt's blocks: a prefill run longer than its prompt computed
+        # output tokens too, which no decode asks for
+        ntok = min(int(request.num_computed_tokens), int(request.num_prompt_tokens))
+        block_ids = list(block_ids)[:_cdiv(ntok, self.block_size)]
         room = room_id_of(self.engine_id, request.request_id)
-        self._send[request.request_id] = SendSpec(room, list(block_ids))
+        self._send[request.request_id] = SendSpec(room, block_ids)
         self.pending_sends.add(request.request_id)
         self.counts["sends"] += 1
-        first = peers[0][0]
-        host, _, port = first.rpartition(":")
+        return True, self._params(request, room, peers, block_ids, ntok)
+
+    def _params(self, request: Any, room: int, peers: list, block_ids: list,
+                ntok: int) -> Dict[str, Any]:
+        """The kv_transfer_params the decode gets through the proxy: NIXL's
+        keys (remote_block_ids one list per KV cache group, remote_num_tokens
+        the tokens they hold), and kvferry's own entry, all a decode reads."""
+        host, _, port = peers[0][0].rpartition(":")
         info = PrefillInfo(room=room, peers=peers, tp_size=self.tp_size, pp_size=self.pp_size,
                            block_size=self.block_size, use_mla=self.use_mla,
                            num_blocks=len(block_ids))
-        return True, {
+        return {
             "do_remote_prefill": True,
             "do_remote_decode": False,
             "remote_engine_id": self.engine_id,
             "remote_request_id": request.request_id,
-            "remote_block_ids": list(block_ids),
+            "remote_block_ids": [list(block_ids)],
+            "remote_num_tokens": ntok,
             "remote_host": host.strip("[]"),
             "remote_port": int(port),
             "tp_size": self.tp_size,
+            "pp_size": self.pp_size,
             PARAMS_KEY: info.to_params(),
         }
 
     def update_connector_output(self, output: Any) -> None:
         for rid in getattr(output, "finished_sending", None) or ():
             self.pending_sends.discard(rid)
+
+    def take_stats(self) -> Optional[KVFerryStats]:
+        """The requests offered, asked for, cancelled or refused since the
+        last call (the "requests" of vLLM's connector stats)."""
+        if not any(self.counts.values()):
+            return None
+        st = KVFerryStats()
+        for k, n in self.counts.items():
+            if n:
+                st.data["requests"][k] = n
+        self.total.update(self.counts)
+        self.counts = dict.fromkeys(self.counts, 0)
+        return st

@@ -31,10 +31,20 @@ import kvferry
 from .mapping import CacheLayout, cache_layout, pack_user_data, parse_user_data, rank_map, \
     tail_blocks
 from .metadata import KVFerryConnectorMetadata, KVFerryHandshake, RecvSpec, SendSpec
+from .stats import KVFerryStats
 
 log = logging.getLogger("kvferry.vllm")
 
 REGION = "kv"
+TERMINAL = (kvferry.Poll.SUCCESS, kvferry.Poll.FAILED)
+
+
+def _room_stats(room: kvferry.Room) -> Any:
+    """A terminal room's record (bytes, times), taken before its release."""
+    try:
+        return room.stats()
+    except kvferry.KVFerryError:
+        return None
 
 
 def extra_config(vllm_config: Any) -> Dict[str, Any]:
@@ -120,6 +130,7 @@ class WorkerSide:
         self._taken: Optional[KVFerryConnectorMetadata] = None
         # outcomes by kind and reason: "send ok", "recv peer lost", ...
         self.outcomes: collections.Counter = collections.Counter()
+        self.stats = KVFerryStats()  # this interval's, for vLLM (take_stats)
         self.deferred = 0  # rooms that ended FAILED and had to wait for quiescence
         self.deferred_ids: Set[str] = set()  # ... their request ids
 
@@ -246,7 +257,7 @@ class WorkerSide:
     def _report_failed_recv(self, rid: str, spec: RecvSpec, why: str) -> None:
         self._done_recv.add(rid)
         self._invalid.update(spec.block_ids)
-        self.outcomes[f"recv {why}"] += 1
+        self._count(f"recv {why}")
 
     # ---- once per step
     def finished(self, finished_req_ids: Set[str]) -> Tuple[Optional[Set[str]], Optional[Set[str]]]:
@@ -302,7 +313,7 @@ class WorkerSide:
                     # nothing was posted: the blocks are free to go
                     log.warning("request %s: room %#x: no decode asked for it within "
                                 "deadlines.bootstrap_s; its blocks are freed", rid, s.spec.room)
-                    self.outcomes["send no decode"] += 1
+                    self._count("send no decode")
                     done.add(rid)
                     del self._sends[rid], self._pending[rid]
                 continue
@@ -312,7 +323,7 @@ class WorkerSide:
             except kvferry.KVFerryError as e:
                 log.warning("request %s: room %#x: sender not created: %s", rid,
                             s.spec.room, e)
-                self.outcomes["send create failed"] += 1
+                self._count("send create failed")
                 done.add(rid)
                 del self._sends[rid]
                 continue
@@ -346,11 +357,12 @@ class WorkerSide:
         if st == kvferry.Poll.WAITING_FOR_INPUT and not s.sent:
             self._send(s)
             st = s.room.poll()
+        rs = _room_stats(s.room) if st in TERMINAL else None
         if st == kvferry.Poll.SUCCESS:
             if not s.room.release():
                 self._retry.add(s)
                 return
-            self.outcomes["send ok"] += 1
+            self._count("send ok", rs)
         elif st == kvferry.Poll.FAILED:
             why = self._failure(s.room)
             if not s.room.release():  # writes may still read the blocks
@@ -360,7 +372,7 @@ class WorkerSide:
                     self.deferred_ids.add(s.rid)
                 self._retry.add(s)
                 return
-            self.outcomes[f"send {why}"] += 1
+            self._count(f"send {why}", rs)
             log.warning("request %s: room %#x failed (%s); its blocks are freed", s.rid,
                         s.spec.room, why)
         else:
@@ -399,13 +411,14 @@ class WorkerSide:
         again every step."""
         rid = r.rid
         st = r.room.poll()
+        rs = _room_stats(r.room) if st in TERMINAL else None
         if st == kvferry.Poll.SUCCESS:
             if not r.room.release():
                 self._retry.add(r)
                 return
             if r.spec.report:
                 self._done_recv.add(rid)
-            self.outcomes["recv ok" if r.spec.report else "recv no data"] += 1
+            self._count("recv ok" if r.spec.report else "recv no data", rs)
         elif st == kvferry.Poll.FAILED:
             why = self._failure(r.room)
             if not r.room.release():  # a late write could still land: keep the blocks
@@ -419,7 +432,7 @@ class WorkerSide:
                 self._done_recv.add(rid)
                 if not r.aborted:
                     self._invalid.update(r.spec.block_ids)
-            self.outcomes[f"recv {'aborted' if r.aborted else why}"] += 1
+            self._count(f"recv {'aborted' if r.aborted else why}", rs)
             if not r.aborted:
                 log.warning("request %s: room %#x failed (%s); %s", rid, r.spec.room, why,
                             f"{len(r.spec.block_ids)} blocks reported as load errors"
@@ -428,6 +441,22 @@ class WorkerSide:
             return
         self._forget(r)
         del self._recvs[rid]
+
+    # ---- outcomes, vLLM's metrics
+    def _count(self, outcome: str, rs: Any = None) -> None:
+        """A room (or a request without one) ended: its outcome, and its bytes
+        and time for vLLM's connector stats."""
+        self.outcomes[outcome] += 1
+        nbytes = int(rs.bytes) if rs is not None else 0
+        secs = (rs.state_ns - rs.created_ns) / 1e9 if rs is not None else 0.0
+        self.stats.record(outcome, nbytes, max(secs, 0.0))
+
+    def take_stats(self) -> Optional[KVFerryStats]:
+        """The rooms that ended since the last call; None when none did."""
+        if self.stats.is_empty():
+            return None
+        st, self.stats = self.stats, KVFerryStats()
+        return st
 
     # ---- introspection, shutdown
     @property
