@@ -155,7 +155,12 @@ if [ $built = 1 ] && compgen -G "$build/python/kvferry/_kvferry*.so" > /dev/null
 	rc_vl=$rc
 	pipdir=$(mktemp -d /tmp/kvf-pip.XXXXXX)
 	if "$KVF_PY" -m pip install -q --root-user-action=ignore --no-build-isolation --no-deps --target "$pipdir" "$KVF_REPO" &&
-		PYTHONPATH="$pipdir" "$KVF_PY" -c 'import kvferry, kvferry.sglang, kvferry.vllm; kvferry.Engine().close(); print("pip install .: kvferry", kvferry.__file__)'; then
+		PYTHONPATH="$pipdir" "$KVF_PY" -c 'import kvferry, kvferry.sglang, kvferry.vllm; kvferry.Engine().close(); print("pip install .: kvferry", kvferry.__file__)' &&
+		PYTHONPATH="$pipdir" "$KVF_PY" -c '
+from importlib.metadata import entry_points
+(ep,) = [e for e in entry_points(group="sglang.srt.plugins") if e.name == "kvferry"]
+assert ep.load().__module__ == "kvferry.sglang.plugin", ep
+print("pip install .: SGLang plugin entry point", ep.value)'; then
 		summary+=("python (pip install .): ok")
 	else
 		summary+=("python (pip install .): FAILED")

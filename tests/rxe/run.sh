@@ -239,8 +239,9 @@ TESTS=(
 	"kvf_python_sglang_shapes|600|\$repo/tests/rxe/scenarios/python_sglang_shapes.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1"
 	# issue 21: kvferry.vllm driven in vLLM 00f4240's connector call order, two processes
 	"kvf_vllm|900|\$repo/tests/rxe/scenarios/vllm.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 all"
-	# issue 24: SGLang's own queue code (the pinned tree) drives kvferry.sglang,
-	# one process per side importing SGLang once, a fork per shape
+	# issues 24, 38: SGLang 0.5.18's own queue code (from PyPI) drives
+	# kvferry.sglang, one process per side importing SGLang once (about 4
+	# minutes under TCG), a fork per shape; the prefill through the plugin
 	"kvf_sglang_real|1500|\$repo/tests/rxe/scenarios/sglang_real.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1"
 	# issue 9: ranks of different TP and pipeline stages (geometry, head slicing)
 	"kvf_ranks_tp2to1|240|\$repo/tests/rxe/scenarios/ranks.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 tp2to1 12"

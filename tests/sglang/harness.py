@@ -277,10 +277,41 @@ def use_kvferry():
     return register_backend("kvferry", _kvferry_classes)
 
 
+def plugin_dist_info(where: Path) -> Path:
+    """kvferry's entry point as an installed distribution carries it: the group
+    and target pyproject.toml declares, in a .dist-info under where (put on
+    sys.path); the wheel's own is checked by scripts/test.sh's pip install."""
+    import tomllib
+    eps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["entry-points"]
+    info = where / "kvferry-0.0.dist-info"
+    info.mkdir(parents=True, exist_ok=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: kvferry\nVersion: 0.0\n")
+    (info / "entry_points.txt").write_text(
+        f"[sglang.srt.plugins]\nkvferry = {eps['sglang.srt.plugins']['kvferry']}\n")
+    return where
+
+
+def use_plugin():
+    """TransferBackend.KVFERRY as an unpatched SGLang gets it
+    (KVF_SGLANG_ROUTE=plugin, no KVF_SGLANG_PATCH): SGLang's own
+    load_plugins() finds kvferry's entry point and runs it."""
+    import importlib
+    import tempfile
+    if S.patched:
+        raise RuntimeError("KVF_SGLANG_ROUTE=plugin with KVF_SGLANG_PATCH: the patch lists kvferry already")
+    if not hasattr(S.utils.TransferBackend, "KVFERRY"):
+        where = plugin_dist_info(Path(tempfile.mkdtemp(prefix="kvf-plugin.")))
+        sys.path.insert(0, str(where))
+        importlib.invalidate_caches()
+        from sglang.srt.plugins import load_plugins
+        load_plugins()
+    return S.utils.TransferBackend.KVFERRY
+
+
 def backend(name: str):
     load()
     if name == "kvferry":
-        return use_kvferry()
+        return use_plugin() if os.environ.get("KVF_SGLANG_ROUTE") == "plugin" else use_kvferry()
     return S.utils.TransferBackend[name.upper()]
 
 

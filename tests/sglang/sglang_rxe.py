@@ -3,7 +3,11 @@
 """One side (prefill or decode) of SGLang's own disaggregation queues over
 kvferry on a real RDMA device (tests/rxe/scenarios/sglang_real.sh runs one
 process per side). The queues, KVArgs, pools, requests and failure paths are
-SGLang's, built by harness.py; the backend is TransferBackend.KVFERRY.
+SGLang's, built by harness.py; the backend is TransferBackend.KVFERRY: on the
+prefill through kvferry's plugin (SGLang unpatched, KVF_SGLANG_ROUTE=plugin:
+SGLang's load_plugins() finds the entry point), on the decode through
+docs/sglang-backend.patch (KVF_SGLANG_PATCH: the deferred release of a failed
+room's pages and the decode's head geometry need it).
 
 Importing torch and SGLang costs about a minute in a TCG guest, so each
 side's process imports once and forks one child per shape (a fork shares the
@@ -503,7 +507,9 @@ def main():
         return 2
     t0 = time.monotonic()
     S = H.load()
-    out(f"sglang-real: role={a.role} import torch={S.import_torch_s:.1f}s sglang={S.import_sglang_s:.1f}s "
+    route = "plugin" if os.environ.get("KVF_SGLANG_ROUTE") == "plugin" else \
+        f"patch {os.path.basename(S.patched)}" if S.patched else "none"
+    out(f"sglang-real: role={a.role} route={route} import torch={S.import_torch_s:.1f}s sglang={S.import_sglang_s:.1f}s "
         f"(total {time.monotonic() - t0:.1f}s)")
     order = list(enumerate(a.shapes.split(",")))  # the index: the shape's bootstrap port
     first = [s for s in order if s[1] not in SECOND_LANE]

@@ -4,9 +4,11 @@
 # soft-RoCE: a prefill process on DEV0 and a decode process on DEV1, each
 # building SGLang's PrefillBootstrapQueue / inflight queue or
 # DecodePreallocQueue / DecodeTransferQueue with SGLang's KVArgs, pools,
-# MetadataBuffers and Reqs (tests/sglang/harness.py), docs/sglang-backend.patch
+# MetadataBuffers and Reqs (tests/sglang/harness.py). The prefill runs SGLang
+# unpatched, kvferry listed by its plugin (the sglang.srt.plugins entry point,
+# through SGLang's load_plugins()); the decode with docs/sglang-backend.patch
 # applied to a scratch copy of the files it touches (TransferBackend.KVFERRY,
-# the decode's deferred release). Each process imports torch and SGLang once
+# the decode's deferred release and head geometry). Each process imports torch and SGLang once
 # (about a minute under TCG) and forks a child per shape, in two lanes: the
 # shapes that mostly wait (abort timeout busy) and kill beside the others
 # (tests/sglang/sglang_rxe.py, which describes each):
@@ -37,8 +39,12 @@ compgen -G "$BUILD/python/kvferry/_kvferry*.so" > /dev/null ||
 	fail "not built: $BUILD/python/kvferry/_kvferry*.so (python3-dev, -Dpython)"
 DRV=("$PY" "$repo/tests/sglang/sglang_rxe.py" --dir "$W" --shapes "$SHAPES" --timeout "${KVF_SGR_TIMEOUT:-180}")
 limit=${KVF_SGR_LIMIT:-1440} # (a hang is an error since the PP fix; this bounds a starved guest)
+
 t0=$SECONDS
-KVFERRY_CONFIG=$W/p.conf timeout -k 5 "$limit" "${DRV[@]}" --role prefill > "$W/prefill.out" 2> "$W/prefill.log" &
+# the prefill unpatched, kvferry listed by its sglang.srt.plugins entry point;
+# the decode with the patch (its deferred release of a failed room's pages)
+(unset KVF_SGLANG_PATCH; export KVF_SGLANG_ROUTE=plugin; KVFERRY_CONFIG=$W/p.conf \
+	exec timeout -k 5 "$limit" "${DRV[@]}" --role prefill) > "$W/prefill.out" 2> "$W/prefill.log" &
 ppid=$!
 CHILDREN+=("$ppid")
 KVFERRY_CONFIG=$W/d.conf timeout -k 5 "$limit" "${DRV[@]}" --role decode > "$W/decode.out" 2> "$W/decode.log" &
@@ -53,10 +59,12 @@ if [ $drc != 0 ] || [ $prc != 0 ]; then
 	SHOW_LINES=40 show "$W/decode.out" "$W/prefill.out" "$W/decode.log" "$W/prefill.log"
 	fail "decode exit $drc, prefill exit $prc"
 fi
+grep -q '^sglang-real: role=prefill route=plugin ' "$W/prefill.out" || fail "the prefill did not take the plugin route"
+grep -q '^sglang-real: role=decode route=patch ' "$W/decode.out" || fail "the decode did not take the patch route"
 n=0
 for s in ${SHAPES//,/ }; do
 	grep -q "^sglang-real: shape=$s role=decode PASS" "$W/decode.out" || fail "shape $s: no decode PASS"
 	n=$((n + 1))
 done
-pass "$n shapes with SGLang's own queues: $(grep -h '^sglang-real: shape=.* role=decode PASS' "$W/decode.out" |
+pass "$n shapes with SGLang $("$PY" -c 'from importlib.metadata import version; print(version("sglang"))')'s own queues (prefill: plugin, decode: patch): $(grep -h '^sglang-real: shape=.* role=decode PASS' "$W/decode.out" |
 	sed 's/^sglang-real: //' | tr '\n' ';')"
