@@ -7,13 +7,16 @@ KVF_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 # the soft-RoCE suite (host tools are also what the VM guest runs: it shares
 # the host's /usr).
 # clang + libclang-rt-14-dev (libclang_rt.fuzzer): the libFuzzer harnesses.
-# python3-dev, python3.11-venv: the interpreter the tests' virtual environment
-# is made from (kvf_venv) and its headers; the Python packages themselves come
-# from PyPI into that environment (tests/requirements.txt).
+# python3-dev (and on Debian 12 python3.11-venv): the interpreter the tests'
+# virtual environment is made from (kvf_venv) and its headers; the Python
+# packages themselves come from PyPI into that environment (tests/requirements.txt).
 # abigail-tools: the unit suite's abi test (abidw/abidiff, tests/unit/abi_check.sh).
 KVF_PKGS_BUILD=(gcc meson ninja-build pkg-config libconfig-dev libcriterion-dev
 	libck-dev libibverbs-dev librdmacm-dev libssl-dev spin clang libclang-rt-14-dev libmicrohttpd-dev
-	python3-dev python3.11-venv abigail-tools)
+	python3-dev abigail-tools)
+# Debian 12's python3 is 3.11 (its venv module a package of its own); Debian 13
+# has none of its own: kvf_base_py takes pyenv's 3.11 there.
+case $(cut -d. -f1 /etc/debian_version 2> /dev/null) in 12) KVF_PKGS_BUILD+=(python3.11-venv) ;; esac
 # The tests' Python, one variable: KVF_PY, the interpreter of the virtual
 # environment KVF_VENV (default .venv in the repo, which the soft-RoCE guest
 # sees at the same path), made by kvf_venv from CPython 3.11 with

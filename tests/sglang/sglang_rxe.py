@@ -67,7 +67,7 @@ import backend_meter  # noqa: E402
 import harness as H  # noqa: E402
 
 BOOTSTRAP_PORT0 = 18980  # + the shape's index
-GRACE_S = 25  # how long a prefill serves on once its decode is done (> the shapes' bootstrap timeouts)
+GRACE_S = 45  # how long a prefill serves on once its decode is done (> the shapes' bootstrap timeouts)
 R = H.Request
 BASE = dict(pool_tokens=4096, max_reqs=32, max_context=1024, chunk_tokens=64)
 
@@ -95,20 +95,22 @@ SHAPES = {
                             R(1403, 300, prefix_of=1400, shared_prefix=300),
                             R(1404, 200, prefix_of=1401, shared_prefix=100), R(1405, 90)]],
                    prefix_tokens={1402: 240, 1403: 288, 1404: 96}),
-    "abort": dict(p=_tp(1), d=_tp(1), env={"SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT": "10"},
+    "abort": dict(p=_tp(1), d=_tp(1), env={"SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT": "30"},
                   phases=[[R(1503 + i, 70 + 50 * i) for i in range(5)],
                           [R(1500, 500), R(1501, 500), R(1502, 500)]],
                   # phase 1, once both know each other: 1500, the decode aborts it
                   # in its prealloc queue (room created, no metadata yet); 1501, in
                   # its transfer queue; 1502, the prefill in its bootstrap queue
+                  # (the timeouts: long enough for a loaded TCG guest, where
+                  # the decode takes tens of seconds to reach a request)
                   expect={"decode": {1500: "failed", 1501: "failed", 1502: "failed"},
                           "prefill": {1500: "failed", 1501: "failed", 1502: "failed"}},
                   # 1502's decode hears the prefill's abort at once (the
                   # manager's refuse()), not at its tombstone TTL (reason deadline)
                   why={"decode": {1502: "its reason: local abort"}}),
     "timeout": dict(p=_tp(1), d=_tp(1),
-                    env={"SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT": "8",
-                         "SGLANG_DISAGGREGATION_WAITING_TIMEOUT": "15"},
+                    env={"SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT": "20",
+                         "SGLANG_DISAGGREGATION_WAITING_TIMEOUT": "30"},
                     phases=[[R(1600 + i, 100 + 40 * i) for i in range(5)]],
                     # 1600, 1601 reach only the decode; 1602 only the prefill
                     only={"decode": {1600, 1601}, "prefill": {1602}},
@@ -511,6 +513,14 @@ def main():
         f"patch {os.path.basename(S.patched)}" if S.patched else "none"
     out(f"sglang-real: role={a.role} route={route} import torch={S.import_torch_s:.1f}s sglang={S.import_sglang_s:.1f}s "
         f"(total {time.monotonic() - t0:.1f}s)")
+    # both sides start their shapes together: the imports take minutes under
+    # TCG and differ by minutes on a loaded host, longer than the shapes'
+    # own SGLang bootstrap timeouts (abort: 10 s)
+    write_file(os.path.join(a.dir, f"{a.role}.imported"), "")
+    other = "decode" if a.role == "prefill" else "prefill"
+    if not wait_file(os.path.join(a.dir, f"{other}.imported"), 1200):
+        out(f"sglang-real: role={a.role} FAIL the {other} did not import SGLang in 1200 s")
+        return 1
     order = list(enumerate(a.shapes.split(",")))  # the index: the shape's bootstrap port
     first = [s for s in order if s[1] not in SECOND_LANE]
     second = [s for s in order if s[1] in SECOND_LANE]

@@ -26,7 +26,7 @@
 . "$(dirname "$0")/common.sh"
 SHAPES=${1:-tp1,tp2to1,tp1to2,mla,pp,hybrid,prefix,abort,timeout,busy,inject,kill}
 HB_MS=1000 HB_MISSES=5
-BOOTSTRAP_S=60 # (a shape sets SGLang's own timeouts where it tests them)
+BOOTSTRAP_S=180 # a loaded guest (a shape sets SGLang's own timeouts where it tests them)
 repo=$(cd "$(dirname "$0")/../../.." && pwd -P)
 "$PY" -c 'import sys; sys.path.insert(0, sys.argv[1]); import harness; w = harness.missing_reason(); w and sys.exit(w)' \
 	"$repo/tests/sglang" || fail "SGLang's pinned release is not installed for $PY"
