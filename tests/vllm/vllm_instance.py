@@ -77,6 +77,11 @@ from vllm.v1.worker.kv_connector_model_runner_mixin import (  # noqa: E402
 )
 
 VOCAB = 1000
+
+
+def vllm_version() -> str:
+    import vllm
+    return str(vllm.__version__)
 MAX_LEN = 4096
 
 
@@ -115,6 +120,26 @@ class Model:
         return [f"model.layers.{i}.self_attn.attn" for i in range(self.layers)]
 
 
+_REGISTERED: List[str] = []
+
+
+def register_models() -> None:
+    """vLLM's own model classes for the tests' architectures, registered in
+    this process through ModelRegistry.register_model (vLLM's plugin API).
+    Otherwise ModelConfig inspects a lazily registered architecture in a
+    subprocess that imports vLLM again (unless VLLM_CACHE_ROOT/modelinfos
+    has it): seconds on a host, many minutes in a TCG guest."""
+    if _REGISTERED:
+        return
+    from vllm import ModelRegistry
+    from vllm.model_executor.models.deepseek_v2 import DeepseekV3ForCausalLM
+    from vllm.model_executor.models.llama import LlamaForCausalLM
+
+    for cls in (LlamaForCausalLM, DeepseekV3ForCausalLM):
+        ModelRegistry.register_model(cls.__name__, cls)
+        _REGISTERED.append(cls.__name__)
+
+
 def model_dir(model: Model) -> str:
     """A local model directory vLLM's ModelConfig reads (config.json only)."""
     d = os.path.join(tempfile.gettempdir(), f"kvferry-vllm-model-{os.getuid()}",
@@ -133,6 +158,7 @@ def model_dir(model: Model) -> str:
 def vllm_config(model: Model, role: str, engine_id: str, tp: int, block_size: int,
                 num_blocks: int, extra: Dict[str, Any], policy: str = "recompute",
                 hybrid: Optional[bool] = None) -> VllmConfig:
+    register_models()
     mc = ModelConfig(model=model_dir(model), skip_tokenizer_init=True, max_model_len=MAX_LEN,
                      seed=0)
     sc = SchedulerConfig(max_num_seqs=32, max_num_batched_tokens=MAX_LEN,
