@@ -25,6 +25,7 @@ from vllm.distributed.kv_transfer.kv_connector.v1.metrics import (
     KVConnectorLogging,
     KVConnectorProm,
 )
+from vllm.v1.metrics.prometheus import unregister_vllm_metrics
 from vllm.v1.request import RequestStatus
 
 import kvferry
@@ -38,6 +39,16 @@ MODEL = V.Model(layers=2, kv_heads=4, head_size=16)
 # what vLLM's toy proxy sends a prefill (the NIXL tests' toy_proxy_server.py)
 TOY_PROXY = {"do_remote_decode": True, "do_remote_prefill": False, "remote_engine_id": None,
              "remote_block_ids": None, "remote_host": None, "remote_port": None}
+
+
+@pytest.fixture(autouse=True, params=[False, True], ids=["Scheduler", "AsyncScheduler"])
+def scheduler_kind(request):
+    """Every test with vLLM's Scheduler and with its AsyncScheduler (its
+    default; stepped one batch at a time, as the engine core's batch queue
+    of depth one would)."""
+    V.ASYNC_SCHEDULING[0] = request.param
+    yield request.param
+    V.ASYNC_SCHEDULING[0] = False
 
 
 def prefill(tp=1, publish=True, wait_s=1):
@@ -83,11 +94,12 @@ def nothing_held(inst):
 
 
 # ---------------------------------------------------------------- the interface
-def test_factory_loads_it_with_the_base_signature():
+def test_factory_loads_it_with_the_base_signature(scheduler_kind):
     """vLLM's factory finds the class by module path, takes its constructor
     (the 3-argument one it requires of external connectors), and every
     method it overrides has the base's parameters."""
     P = prefill(publish=False)
+    assert type(P.scheduler).__name__ == ("AsyncScheduler" if scheduler_kind else "Scheduler")
     cls = KVConnectorFactory.get_connector_class(P.vc.kv_transfer_config)
     assert cls is kv.KVFerryConnector and isinstance(P.connector, cls)
     assert type(P.workers[0].connector) is cls
@@ -108,6 +120,10 @@ def test_factory_loads_it_with_the_base_signature():
         assert list(inspect.signature(getattr(cls, name)).parameters) == \
             list(base.parameters), name
     assert not getattr(cls, "__abstractmethods__", None)
+    # NHD asked of vLLM's attention backends (heads sliced token by token); MLA: any
+    assert cls.get_required_kvcache_layout(P.vc) == "NHD"
+    mla = V.vllm_config(V.Model(mla=True), "kv_producer", "M", 1, BS, 64, {})
+    assert mla.model_config.use_mla and cls.get_required_kvcache_layout(mla) is None
     P.shutdown()
 
 
@@ -378,6 +394,7 @@ def test_vllms_metrics_show_kvferrys_figures():
     log.log(log_fn=lambda fmt, *a: lines.append(fmt % a))
     assert len(lines) == 1 and "recv connect failed=1" in lines[0], lines
     assert "requests recvs=1" in lines[0]
+    unregister_vllm_metrics()  # as vLLM's PrometheusStatLogger does before registering
     prom = KVConnectorProm(P.vc, ["model_name", "engine"], {0: ["tiny", "0"]})
     for data in P.stats:
         prom.observe(data, 0)

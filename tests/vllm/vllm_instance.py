@@ -9,7 +9,8 @@ What is vLLM's, unchanged:
     (kv_connector "KVFerryConnector", kv_connector_module_path "kvferry.vllm");
     vLLM's own checks in them run (the hybrid KV cache manager rule too);
   - the scheduler vllm_config.scheduler_config.get_scheduler_cls() names
-    (Scheduler: these configs set async_scheduling=False), which creates the
+    (Scheduler, or AsyncScheduler with ASYNC_SCHEDULING[0] = True, vLLM's
+    default, stepped one batch at a time), which creates the
     scheduler-side connector through KVConnectorFactory; its KVCacheManager,
     prefix cache, block hashes (get_request_block_hasher, as EngineCore);
   - each worker's connector made by KVConnectorFactory.create_connector
@@ -77,6 +78,9 @@ from vllm.v1.worker.kv_connector_model_runner_mixin import (  # noqa: E402
 )
 
 VOCAB = 1000
+# the configs' async_scheduling: False gives vLLM's Scheduler, True its
+# AsyncScheduler (vLLM's default); the tests run both
+ASYNC_SCHEDULING = [False]
 
 
 def vllm_version() -> str:
@@ -162,7 +166,7 @@ def vllm_config(model: Model, role: str, engine_id: str, tp: int, block_size: in
     mc = ModelConfig(model=model_dir(model), skip_tokenizer_init=True, max_model_len=MAX_LEN,
                      seed=0)
     sc = SchedulerConfig(max_num_seqs=32, max_num_batched_tokens=MAX_LEN,
-                         max_model_len=MAX_LEN, is_encoder_decoder=False, async_scheduling=False,
+                         max_model_len=MAX_LEN, is_encoder_decoder=False, async_scheduling=ASYNC_SCHEDULING[0],
                          enable_chunked_prefill=True, disable_hybrid_kv_cache_manager=hybrid)
     kt = KVTransferConfig(kv_connector="KVFerryConnector", kv_connector_module_path="kvferry.vllm",
                           kv_role=role, engine_id=engine_id, kv_load_failure_policy=policy,

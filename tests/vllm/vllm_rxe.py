@@ -20,8 +20,9 @@ ports). The parent exits with the decode's status.
 
 shape:P:D:M  8 requests between a prefill of TP P and a decode of TP D
              (M=1: MLA, one latent buffer a layer), every byte checked on
-             every decode rank.
-full (TP 1 -> 1, last: it ends with the prefill SIGKILLed): requests
+             every decode rank; both instances on vLLM's AsyncScheduler
+             (vLLM's default), stepped one batch at a time.
+full (TP 1 -> 1, vLLM's Scheduler; last: it ends with the prefill SIGKILLed): requests
 s0..s{N-1} of 1 to 192 tokens, every third with a prefix of up to 2 blocks
 computed at the decode first (vLLM's prefix cache hits it: only the tail
 moves); every byte of every block of every layer, K and V, of each request
@@ -83,6 +84,8 @@ class Phase:
         else:
             _, p, d, m = spec.split(":")
             self.ptp, self.dtp, self.mla = int(p), int(d), m == "1"
+        # the shapes on vLLM's AsyncScheduler (its default), full on its Scheduler
+        self.async_sched = not self.full
         self.dir = os.path.join(args.dir, self.name)
         os.makedirs(self.dir, exist_ok=True)
         self.model = V.Model(layers=4, mla=True) if self.mla else \
@@ -146,6 +149,7 @@ def outcome_text(inst):
 class Prefill:
     def __init__(self, ph, args):
         self.ph, self.args = ph, args
+        V.ASYNC_SCHEDULING[0] = ph.async_sched
         self.P = V.Instance("kv_producer", f"prefill-{ph.name}", ph.model, tp=ph.ptp,
                             num_blocks=1024, extra=engine_extra(args, "prefill"))
         self.added, self.t_added, self.t_freed, self.published = [], {}, {}, set()
@@ -246,6 +250,7 @@ def run_prefill(args):
 class Decode:
     def __init__(self, ph, args):
         self.ph, self.args = ph, args
+        V.ASYNC_SCHEDULING[0] = ph.async_sched
         self.D = V.Instance("kv_consumer", f"decode-{ph.name}", ph.model, tp=ph.dtp,
                             num_blocks=1024, extra=engine_extra(args, "decode"))
         self.D.on_loaded = self.loaded
@@ -405,7 +410,8 @@ class Decode:
         es = [w.connector.worker_side.engine.stats() for w in D.workers]
         deferred = set().union(*(w.connector.worker_side.deferred_ids for w in D.workers))
         out(f"vllm-rxe: role=decode phase={ph.name} tp={ph.ptp}x{ph.dtp}"
-            f"{'_mla' if ph.mla else ''} requests={len(self.added)} ok={ok} of={of} "
+            f"{'_mla' if ph.mla else ''} scheduler={type(D.scheduler).__name__} "
+            f"requests={len(self.added)} ok={ok} of={of} "
             f"bytes_checked={st['checked']} wrong={st['wrong']} unexpected={len(unexpected)} "
             f"tail_only={len(self.tail_only)} deferred={len(deferred)} "
             f"canary_blocks={sum(len(b) for b in self.canary.values())} "

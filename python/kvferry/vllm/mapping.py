@@ -201,7 +201,7 @@ def _tensor_facts(t: Any) -> Tuple[Tuple[int, ...], Tuple[int, ...], int, int]:
     or a numpy array."""
     if hasattr(t, "data_ptr"):  # torch
         return tuple(t.shape), tuple(t.stride()), int(t.element_size()), int(t.data_ptr())
-    import numpy as np  # numpy arrays: the tests' stand-in for a GPU tensor
+    import numpy as np  # a numpy array: host memory in the same layout
 
     a = np.asarray(t)
     return (tuple(a.shape), tuple(s // a.itemsize for s in a.strides), int(a.itemsize),

@@ -11,8 +11,9 @@
 #  shapes  prefill TP 2 -> decode TP 1 (fan-in, head slicing), TP 1 -> 2
 #          (fan-out learned from the decode's ROOM_INFO), MLA TP 2 -> 1 (one
 #          data rank, one dummy) and MLA TP 1 -> 2 (the same latent KV to
-#          both): 8 requests each, every byte checked on every decode rank.
-#  full    TP 1 -> 1: 30 requests of 1 to 192 tokens (every third with a
+#          both): 8 requests each, every byte checked on every decode rank;
+#          vLLM's AsyncScheduler (its default) on both sides.
+#  full    TP 1 -> 1, vLLM's Scheduler: 30 requests of 1 to 192 tokens (every third with a
 #          prefix computed at the decode first: vLLM's prefix cache hits it
 #          and only the tail moves), every byte of every block, layer, K and
 #          V checked when the load is reported, before the decode's forward;
@@ -81,7 +82,7 @@ for ph in ${phases//,/ }; do
 			{ show "$d/decode.out" "$d/decode.log"; fail "full kill phase: $k"; }
 		summ+=("full: $(field "$l" ok) requests ok ($(field "$l" tail_only) tail only), $(field "$l" bytes_checked) bytes checked, deferred=$(field "$l" deferred), canary intact; kill: 4 peer lost, recomputed")
 	else
-		summ+=("$(field "$l" tp): $(field "$l" ok) ok, $(field "$l" bytes_checked) bytes checked")
+		summ+=("$(field "$l" tp) ($(field "$l" scheduler)): $(field "$l" ok) ok, $(field "$l" bytes_checked) bytes checked")
 	fi
 done
 pass "$(IFS=';'; echo "${summ[*]}")"
