@@ -51,13 +51,13 @@ static void go_dead(struct kvf_conn *c)
 
 Test(sched, handed_off_connections_are_found_and_dead_ones_retired)
 {
-	/* 7 and 7 + KVF_MAX_CONNS share a bucket */
-	struct kvf_conn *a = conn(7, "10.0.0.1:1"), *b = conn(7 + KVF_MAX_CONNS, "10.0.0.2:1");
+	/* 7 and 7 + 1024 shared a bucket in the old fixed table (id % 1024) */
+	struct kvf_conn *a = conn(7, "10.0.0.1:1"), *b = conn(7 + 1024, "10.0.0.2:1");
 
 	kvf_sched_handoff(t, a);
 	kvf_sched_handoff(t, b);
 	cr_assert_eq(kvf_sched_get(t, 7), a, "a miss adopts what was handed off");
-	cr_assert_eq(kvf_sched_get(t, 7 + KVF_MAX_CONNS), b);
+	cr_assert_eq(kvf_sched_get(t, 7 + 1024), b);
 	cr_assert_null(kvf_sched_get(t, 8));
 	cr_assert_null(kvf_sched_get(t, 0));
 	cr_assert(a->s_pending && b->s_pending, "HELLO is owed: on the pending list");
@@ -73,7 +73,7 @@ Test(sched, handed_off_connections_are_found_and_dead_ones_retired)
 	kvf_sched_collect(t);
 	cr_assert(atomic_load(&a->sched_done), "the poller may destroy its QP now");
 	cr_assert_null(kvf_sched_get(t, 7));
-	cr_assert_eq(kvf_sched_get(t, 7 + KVF_MAX_CONNS), b, "its bucket neighbour stays");
+	cr_assert_eq(kvf_sched_get(t, 7 + 1024), b, "its bucket neighbour stays");
 	cr_assert_eq(t->s.n, 1);
 	cr_assert_eq(t->s.pending, b, "a left the pending list");
 	cr_assert_eq(atomic_load(&a->refs), 1, "the scheduler's reference is put");
