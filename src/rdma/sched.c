@@ -198,11 +198,21 @@ struct kvf_conn *kvf_sched_get(struct kvf_rdma *t, uint32_t id)
 	return lookup(t, id);
 }
 
+/* Every QP of the group up: a member goes DEAD (and may be retired here)
+ * a moment before the poller reaches the lead of the same teardown, and a
+ * room picked onto that member would queue on a connection nobody holds. */
+static bool group_alive(struct kvf_conn *lead)
+{
+	for (uint32_t i = 0; i < kvf_qp_group_size(lead); i++)
+		if (atomic_load(&kvf_qp_group_at(lead, i)->state) >= KVF_CONN_DEAD)
+			return false;
+	return !atomic_load(&lead->teardown_req);
+}
+
 struct kvf_conn *kvf_sched_find_peer(struct kvf_rdma *t, const char *peer)
 {
 	for (struct kvf_conn *c = t->s.by_peer[peer_bucket(peer)]; c; c = c->s_peer_next)
-		if (atomic_load(&c->state) < KVF_CONN_DEAD && !atomic_load(&c->teardown_req) &&
-		    !strcmp(c->peer, peer))
+		if (group_alive(c) && !strcmp(c->peer, peer))
 			return c;
 	return NULL;
 }
@@ -220,6 +230,11 @@ void kvf_sched_pending(struct kvf_rdma *t, struct kvf_conn *c, bool waiting)
 {
 	struct kvf_sched_conns *s = &t->s;
 
+	/* A retired connection (sched_done: ours, so relaxed) never goes back
+	 * on the list: nothing would take it off before it is freed. A frame
+	 * queued on it goes with it; its group's PEER_LOST fails the room. */
+	if (waiting && atomic_load_explicit(&c->sched_done, memory_order_relaxed))
+		return;
 	if (waiting == c->s_pending)
 		return;
 	c->s_pending = waiting;

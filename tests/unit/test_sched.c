@@ -94,3 +94,36 @@ Test(sched, a_connection_made_and_lost_between_two_collects_is_adopted_then_reti
 	cr_assert_eq(atomic_load(&c->refs), 1);
 	kvf_conn_put(c);
 }
+
+/* A member of a group goes DEAD, and is retired, a moment before the lead
+ * of the same teardown: the group is no longer offered for new rooms, and
+ * the retired member never goes back on the pending list (it would be
+ * freed while still on it). */
+Test(sched, a_group_with_a_dead_member_is_not_offered_and_retired_ones_stay_off_pending)
+{
+	struct kvf_conn *lead = conn(20, "10.0.0.3:1"), *m = conn(21, "10.0.0.3:1");
+
+	lead->members = calloc(1, sizeof(*lead->members) + 2 * sizeof(lead->members->qp[0]));
+	cr_assert_not_null(lead->members);
+	lead->members->n = lead->members->want = 2;
+	lead->members->qp[0] = lead;
+	lead->members->qp[1] = m;
+	kvf_conn_ref(m); /* the group's */
+	kvf_sched_handoff(t, lead);
+	kvf_sched_handoff(t, m);
+	kvf_sched_collect(t);
+	kvf_sched_add_peer(t, lead);
+	cr_assert_eq(kvf_sched_find_peer(t, "10.0.0.3:1"), lead);
+	go_dead(m);
+	cr_assert_null(kvf_sched_find_peer(t, "10.0.0.3:1"), "a member is down: not offered");
+	kvf_sched_collect(t);
+	cr_assert(atomic_load(&m->sched_done));
+	cr_assert_not(m->s_pending);
+	kvf_sched_pending(t, m, true);
+	cr_assert_not(m->s_pending, "retired: not back on the pending list");
+	cr_assert_neq(t->s.pending, m);
+	go_dead(lead);
+	kvf_sched_collect(t);
+	kvf_conn_put(m);    /* the test's */
+	kvf_conn_put(lead); /* the test's: frees the group, its reference on m */
+}

@@ -148,5 +148,35 @@ cap)
 	pass "rdma.max_conns = 6: three peers of 2 QPs served, the fourth refused (-ENOSPC," \
 		"conns_over_max = $over, the log line names the key), its room failed"
 	;;
+kill)
+	# the prefill SIGKILLed while decode engines are still connecting:
+	# every decode process ends by itself (its rooms failed), no crash
+	MAX_ROOMS=64 conf "$W/p.conf" prefill ""
+	conf "$W/d.conf" decode "qps_per_peer = 4; poll_idle_us = 0;"
+	timeout -k 5 100 "$DRV" --role prefill --config "$W/p.conf" --rooms 24 --timeout 90 \
+		--ready-file "$W/ready" > "$W/p.out" 2> "$W/p.log" &
+	CHILDREN+=("$!")
+	pid_p=$!
+	wait_file "$W/ready" 30 || { show "$W/p.out" "$W/p.log"; fail "prefill not ready in 30 s"; }
+	for k in 0 1; do
+		timeout -k 5 100 "$DRV" --role decode --config "$W/d.conf" --engines 12 \
+			--index $((k * 12)) --window 3 --timeout 80 --allow-fail \
+			> "$W/d$k.out" 2> "$W/d$k.log" &
+		CHILDREN+=("$!")
+		eval "pid_d$k=$!"
+	done
+	sleep "${KILL_AFTER_S:-8}"
+	vchild=$(pgrep -P "$pid_p" | head -n1)
+	[ -n "$vchild" ] && kill -KILL "$vchild"
+	note "prefill SIGKILLed at $(now)"
+	for k in 0 1; do
+		eval "wait \$pid_d$k"; rc=$?
+		grep '^driver: role=' "$W/d$k.out" | tail -n1
+		grep -q 'Sanitizer' "$W/d$k.log" && { show "$W/d$k.log"; fail "decode $k: a sanitizer report"; }
+		[ "$rc" -lt 124 ] || { show "$W/d$k.out" "$W/d$k.log"; fail "decode process $k exit $rc"; }
+		grep -q '^driver: role=' "$W/d$k.out" || fail "decode $k: no summary"
+	done
+	pass "the prefill killed mid-setup: both decode processes ended by themselves, their rooms failed, nothing crashed"
+	;;
 *) fail "mode $mode" ;;
 esac
