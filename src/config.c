@@ -349,6 +349,11 @@ static int check_cross(struct loader *ld)
 				  "rdma.reconnect_backoff_max_ms: expected at least "
 				  "rdma.reconnect_backoff_ms (%u), got %u",
 				  c->reconnect_backoff_ms, c->reconnect_backoff_max_ms);
+	/* A decode's peer connection is qps_per_peer connections at once. */
+	if (c->max_conns < c->qps_per_peer)
+		return fail_cross(ld, RULE("rdma.max_conns", "rdma.qps_per_peer"),
+				  "rdma.max_conns: expected at least rdma.qps_per_peer "
+				  "(%u), got %u", c->qps_per_peer, c->max_conns);
 	return 0;
 }
 

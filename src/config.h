@@ -65,6 +65,7 @@ struct kvf_config {
 	char auth_token[KVF_CFG_STR];         /* rdma.auth_token */
 	uint32_t auth_timeout_ms;             /* rdma.auth_timeout_ms */
 	uint32_t qps_per_peer;                /* rdma.qps_per_peer */
+	uint32_t max_conns;                   /* rdma.max_conns, per rail */
 	uint32_t sq_depth;                    /* rdma.sq_depth */
 	uint32_t rq_depth;                    /* rdma.rq_depth */
 	uint32_t max_sge;                     /* rdma.max_sge */

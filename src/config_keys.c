@@ -175,6 +175,11 @@ static const struct kvf_key keys[] = {
 	/* RC queue pairs per peer connection */
 	{ .name = "rdma.qps_per_peer", U32_FIELD(qps_per_peer),
 	  .side = SIDE_DECODE, .phase = PH_CONN, .def = 2, .min = 1, .max = 64 },
+	/* connections (queue pairs) one rail holds at once, up or draining:
+	 * the table grows to it (src/rdma/conn_table.c), a connection past
+	 * it is refused (-ENOSPC, counted) */
+	{ .name = "rdma.max_conns", U32_FIELD(max_conns), .side = SIDE_BOTH,
+	  .phase = PH_CONN, .def = 65536, .min = 1, .max = 1u << 24 },
 	/* send queue entries per QP */
 	{ .name = "rdma.sq_depth", U32_FIELD(sq_depth), .side = SIDE_BOTH,
 	  .phase = PH_XFER, .def = 1024, .min = 16, .max = 32768 },

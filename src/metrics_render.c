@@ -273,6 +273,8 @@ static void transport_counters(const struct kvf_snap *s, struct kvf_buf *b)
 	counter(b, "kvferry_connects_total", "Peer connections started.", s->tst.connects);
 	counter(b, "kvferry_connect_backoffs_total", "Rooms failed at once because their peer "
 		"was in connect backoff (rdma.reconnect_backoff_ms).", s->tst.connect_backoffs);
+	counter(b, "kvferry_connections_over_max_total", "Connections refused because "
+		"rdma.max_conns were held already (-ENOSPC).", s->tst.conns_over_max);
 	counter(b, "kvferry_keepalives_acked_total", "HEARTBEATs of the poller thread that "
 		"completed: the peer's NIC acknowledged them (its host and the link, not its "
 		"process).", s->tst.keepalives_acked);

@@ -120,6 +120,7 @@ struct kvf_transport_stats {
 	uint64_t stage_waits;       /* chunks that waited for slots */
 	uint64_t stage_slots_busy;  /* gauge: slots not free */
 	uint64_t stage_copy_errors; /* copies that failed (the connection went) */
+	uint64_t conns_over_max;    /* connections refused: rdma.max_conns held */
 };
 
 /* The counters of struct kvf_transport_stats that struct kvf_stats carries
@@ -128,7 +129,7 @@ struct kvf_transport_stats {
 	X(staged_bytes) X(staged_chunks) X(stage_waits) X(stage_slots_busy) X(wrs_posted) \
 	X(doorbells) X(completions) X(poller_sleeps) X(connects) X(connect_backoffs) \
 	X(conns_live) X(conns_held) X(keepalives_sent) X(keepalives_acked) \
-	X(keepalives_late) X(auth_ok) X(auth_dropped)
+	X(keepalives_late) X(auth_ok) X(auth_dropped) X(conns_over_max)
 
 struct kvf_transport_ops {
 	/* Register a region (id unused) and announce it in every HELLO from

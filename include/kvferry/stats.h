@@ -92,6 +92,11 @@ struct kvf_stats {
 	uint64_t auth_ok;
 	uint64_t auth_refused[KVF_STATS_AUTH];
 	uint64_t auth_dropped;
+	/* Connections refused because the transport held rdma.max_conns
+	 * already (-ENOSPC, before anything was registered for them): on a
+	 * decode its room failed connect_failed, on a prefill the peer's
+	 * connect request was rejected. */
+	uint64_t conns_over_max;
 };
 #define KVF_STATS_INIT { .size = sizeof(struct kvf_stats) }
 

@@ -84,6 +84,7 @@ class Stats(structseq[Any], Tuple[Any, ...]):
             "auth_ok",
             "auth_refused",
             "auth_dropped",
+            "conns_over_max",
         )
     @property
     def rooms(self) -> Dict[str, int]: ...
@@ -171,6 +172,8 @@ class Stats(structseq[Any], Tuple[Any, ...]):
     def auth_refused(self) -> Dict[str, int]: ...
     @property
     def auth_dropped(self) -> int: ...
+    @property
+    def conns_over_max(self) -> int: ...
 
 
 @final

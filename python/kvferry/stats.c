@@ -83,7 +83,8 @@ static const char *auth_name(int i) { return kvf_auth_refusal_str((enum kvf_auth
 	U(calls_concurrent, NULL) \
 	U(auth_ok, "peers whose proof of rdma.auth_token held") \
 	C(auth_refused, KVF_AUTH_NUM, auth_name, "connections refused before they carried anything, per reason name") \
-	U(auth_dropped, "frames dropped unread from peers that had not proved themselves")
+	U(auth_dropped, "frames dropped unread from peers that had not proved themselves") \
+	U(conns_over_max, "connections refused: rdma.max_conns were held")
 
 #define STATS_DESC_U(f, doc) { #f, doc },
 #define STATS_DESC_C(f, n, fn, doc) { #f, doc },

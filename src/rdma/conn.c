@@ -114,67 +114,11 @@ void kvf_conn_put(struct kvf_conn *c)
 		conn_free(c);
 }
 
-static int table_insert(struct kvf_rdma *t, struct kvf_conn *c)
-{
-	int rc = -ENOSPC;
-
-	pthread_mutex_lock(&t->lock);
-	for (uint32_t tries = 0; tries < KVF_MAX_CONNS; tries++) {
-		uint32_t seq = ++t->next_id & ((1u << KVF_CONN_RAIL_SHIFT) - 1);
-		uint32_t id;
-
-		if (seq == 0) /* 0 means "no connection" in events */
-			seq = ++t->next_id & ((1u << KVF_CONN_RAIL_SHIFT) - 1);
-		id = t->rail << KVF_CONN_RAIL_SHIFT | seq;
-		if (!t->conns[id % KVF_MAX_CONNS]) {
-			c->id = id;
-			t->conns[id % KVF_MAX_CONNS] = c;
-			t->nconns++;
-			rc = 0;
-			break;
-		}
-	}
-	pthread_mutex_unlock(&t->lock);
-	return rc;
-}
-
-struct kvf_conn *kvf_conn_get(struct kvf_rdma *t, uint32_t id)
-{
-	struct kvf_conn *c;
-
-	if (!id)
-		return NULL;
-	pthread_mutex_lock(&t->lock);
-	c = t->conns[id % KVF_MAX_CONNS];
-	if (c && c->id == id)
-		kvf_conn_ref(c);
-	else
-		c = NULL;
-	pthread_mutex_unlock(&t->lock);
-	return c;
-}
-
 struct kvf_conn *kvf_conn_pick(struct kvf_conn *g, uint64_t key)
 {
 	if (!g->members || g->members->n <= 1)
 		return g;
 	return g->members->qp[kvf_mix64(key) % g->members->n];
-}
-
-void kvf_conn_unlink(struct kvf_conn *c)
-{
-	struct kvf_rdma *t = c->t;
-	bool was = false;
-
-	pthread_mutex_lock(&t->lock);
-	if (t->conns[c->id % KVF_MAX_CONNS] == c) {
-		t->conns[c->id % KVF_MAX_CONNS] = NULL;
-		t->nconns--;
-		was = true;
-	}
-	pthread_mutex_unlock(&t->lock);
-	if (was)
-		kvf_conn_put(c);
 }
 
 /* The send queue's post function (sendq.h): no lock. Only while
@@ -249,6 +193,12 @@ int kvf_conn_new(struct kvf_rdma *t, bool active, const char *peer, uint32_t gro
 
 	if (!c)
 		return -ENOMEM;
+	/* The cap first: a refused connection costs no registration. */
+	rc = kvf_conn_table_reserve(t, peer);
+	if (rc) {
+		free(c);
+		return rc;
+	}
 	c->t = t;
 	c->active = active;
 	atomic_init(&c->ready, !active);
@@ -265,12 +215,7 @@ int kvf_conn_new(struct kvf_rdma *t, bool active, const char *peer, uint32_t gro
 		kvf_err("conn", "ibv_create_cq(%d entries): %s", cqe, strerror(-rc));
 		goto fail;
 	}
-	rc = table_insert(t, c);
-	if (rc) {
-		kvf_err("conn", "connection table full (%u): no connection to %s",
-			KVF_MAX_CONNS, peer);
-		goto fail;
-	}
+	kvf_conn_table_insert(t, c);
 	/* Nobody reads them before the group is ready (active) or before the
 	 * poller publishes the connection (passive). */
 	c->group = group ? group : c->id;
@@ -279,6 +224,7 @@ int kvf_conn_new(struct kvf_rdma *t, bool active, const char *peer, uint32_t gro
 	*out = c;
 	return 0;
 fail:
+	kvf_conn_table_unreserve(t);
 	conn_free(c);
 	return rc;
 }

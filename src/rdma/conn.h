@@ -185,8 +185,14 @@ struct kvf_conn {
 	uint64_t hello_seq;            /* kvf_rdma.region_seq when our HELLO went:
 	                                  the regions the peer knows */
 
+	/* The table's (conn_table.c), under t->lock. */
+	struct kvf_idtab_node t_node;  /* by id */
+	struct kvf_conn *t_prev, *t_next; /* t->live */
+	struct kvf_conn *u_prev, *u_next; /* t->unstarted */
+	bool t_unstarted;              /* on t->unstarted */
+
 	/* The scheduler's own structures (sched.c), scheduler only. */
-	struct kvf_conn *s_hnext;      /* by id */
+	struct kvf_idtab_node s_node;  /* by id */
 	struct kvf_conn *s_peer_next;  /* by peer (group leads) */
 	struct kvf_conn *s_prev, *s_next;   /* all */
 	struct kvf_conn *s_pprev, *s_pnext; /* pending */
@@ -202,13 +208,37 @@ struct kvf_conn {
  * group: the lead's id for a further QP of a group, 0 for a lead or a lone
  * QP. An active one is not started before `ready` is set (scheduler: once
  * its group is whole). Returns 0 and *out holding one reference for the
- * caller (the table and the scheduler hold one each), or -ENOMEM, -ENOSPC (table full), -errno
+ * caller (the table and the scheduler hold one each), or -ENOMEM, -ENOSPC (rdma.max_conns held), -errno
  * from verbs. */
 int kvf_conn_new(struct kvf_rdma *t, bool active, const char *peer, uint32_t group,
 		 struct kvf_conn **out);
+/* ----------------------------------------- the table (conn_table.c) */
+
 /* Poller: a reference to connection id, or NULL (under t->lock: setup and
  * teardown only; the scheduler has kvf_sched_get). */
 struct kvf_conn *kvf_conn_get(struct kvf_rdma *t, uint32_t id);
+/* Either thread, before building a connection to peer: a place in the
+ * table, or -ENOSPC when rdma.max_conns are held or being built (logged
+ * with the key, counted in st_conns_over_max). */
+int kvf_conn_table_reserve(struct kvf_rdma *t, const char *peer);
+/* The place reserved, given back (the connection could not be built). */
+void kvf_conn_table_unreserve(struct kvf_rdma *t);
+/* The reserved place taken: c gets its id, joins the table and the live
+ * list (and the unstarted one when active). The table holds a reference
+ * of c's own count (set by the caller). */
+void kvf_conn_table_insert(struct kvf_rdma *t, struct kvf_conn *c);
+/* Poller: up to max active connections whose group is ready, each with
+ * a reference and off the unstarted list, oldest first. Only the
+ * unstarted ones are looked at, never the whole table. */
+uint32_t kvf_conn_table_take_ready(struct kvf_rdma *t, struct kvf_conn **out, uint32_t max);
+/* Connections held, and of them those not DEAD (the stats op). */
+void kvf_conn_table_count(struct kvf_rdma *t, uint64_t *held, uint64_t *live);
+/* Close (the poller has stopped): the table's references put, its buckets
+ * freed. */
+void kvf_conn_table_close(struct kvf_rdma *t);
+/* Drop the table's reference (and c from its lists). */
+void kvf_conn_unlink(struct kvf_conn *c);
+
 /* The QP of group lead g that the work keyed by key goes on (a room id for
  * frames, a wr_id for writes): always the same one for the same key. No
  * reference taken: valid while g is held. */
@@ -229,8 +259,6 @@ static inline struct kvf_conn *kvf_qp_group_at(struct kvf_conn *lead, uint32_t i
 int kvf_qp_group_connect(struct kvf_rdma *t, const char *peer, struct kvf_conn **lead);
 void kvf_conn_ref(struct kvf_conn *c);
 void kvf_conn_put(struct kvf_conn *c);
-/* Drop the table's reference. */
-void kvf_conn_unlink(struct kvf_conn *c);
 
 /* ------------------------------------------------------ poller thread */
 

@@ -64,9 +64,7 @@ void kvf_rdma_close(void *tp)
 		kvf_conn_put(t->plist[i]);
 	free(t->plist);
 	free(t->wcs);
-	for (uint32_t i = 0; i < KVF_MAX_CONNS; i++)
-		if (t->conns[i])
-			kvf_conn_put(t->conns[i]);
+	kvf_conn_table_close(t);
 	if (t->listen_id)
 		rdma_destroy_id(t->listen_id);
 	for (uint32_t i = 0; i < KVF_MAX_REGIONS; i++)
@@ -358,6 +356,8 @@ int kvf_rdma_create_rail(const struct kvf_config *cfg, struct kvf_ring *ring, ui
 	t->ring = ring;
 	t->wake_fd = -1;
 	pthread_mutex_init(&t->lock, NULL);
+	kvf_idtab_init(&t->conns, cfg->max_conns);
+	kvf_idtab_init(&t->s.by_id, cfg->max_conns);
 	rc = preflight(t);
 	if (rc)
 		goto fail;

@@ -426,7 +426,8 @@ static uint64_t op_wait_ns(void *tp, uint64_t max_ns)
 }
 
 /* The counters for /metrics (scheduler thread). Send queues are the
- * scheduler's; the table is walked under its lock like op_progress does. */
+ * scheduler's; the table's live list is walked under its lock (the
+ * connections held, not rdma.max_conns slots). */
 static int op_stats(void *tp, struct kvf_transport_stats *out)
 {
 	struct kvf_rdma *t = tp;
@@ -457,16 +458,8 @@ static int op_stats(void *tp, struct kvf_transport_stats *out)
 	out->poller_sleeps = atomic_load_explicit(&t->st_poller_sleeps, memory_order_relaxed);
 	out->connects = t->st_connects;
 	out->connect_backoffs = t->st_backoffs;
-	pthread_mutex_lock(&t->lock);
-	out->conns_held = t->nconns;
-	for (uint32_t i = 0; i < KVF_MAX_CONNS; i++) {
-		struct kvf_conn *c = t->conns[i];
-
-		if (!c)
-			continue;
-		out->conns_live += atomic_load(&c->state) < KVF_CONN_DEAD;
-	}
-	pthread_mutex_unlock(&t->lock);
+	out->conns_over_max = atomic_load_explicit(&t->st_conns_over_max, memory_order_relaxed);
+	kvf_conn_table_count(t, &out->conns_held, &out->conns_live);
 	return 0;
 }
 

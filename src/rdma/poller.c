@@ -356,24 +356,11 @@ static void on_cq_events(struct kvf_rdma *t)
 static void start_new_conns(struct kvf_rdma *t)
 {
 	struct kvf_conn *fresh[64];
-	uint32_t n = 0;
+	uint32_t n;
 
 	if (!atomic_exchange(&t->new_conns, false))
 		return;
-	pthread_mutex_lock(&t->lock);
-	for (uint32_t i = 0; i < KVF_MAX_CONNS && n < 64; i++) {
-		struct kvf_conn *c = t->conns[i];
-
-		/* Acquire pairs with the store-release of ready in
-		 * kvf_qp_group_connect (conn.c), once the group
-		 * (qps_per_peer QPs) is whole. */
-		if (c && c->active && !c->polled &&
-		    atomic_load_explicit(&c->ready, memory_order_acquire)) {
-			kvf_conn_ref(c);
-			fresh[n++] = c;
-		}
-	}
-	pthread_mutex_unlock(&t->lock);
+	n = kvf_conn_table_take_ready(t, fresh, 64);
 	if (n == 64)
 		atomic_store(&t->new_conns, true); /* more next round */
 	for (uint32_t i = 0; i < n; i++) {

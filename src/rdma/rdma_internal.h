@@ -21,6 +21,7 @@
 
 #include "backoff.h"
 #include "config.h"
+#include "idtab.h"
 #include "liveness.h"
 #include "rdma.h"
 #include "ring.h"
@@ -30,7 +31,6 @@ struct kvf_conn;
 struct kvf_pool;
 struct kvf_staging;
 
-#define KVF_MAX_CONNS 1024u
 #define KVF_SCHED_PEER_BUCKETS 64u /* peer address -> group lead (sched.c) */
 #define KVF_HELLO_MAX_BUFS 1024u /* region buffers at most, over every region: frames
                                     are sized to carry them (= KVF_REGION_MAX_BUFS) */
@@ -81,13 +81,20 @@ struct kvf_rdma {
 	                                 a probe (rails.c), not where rooms pile up */
 	atomic_bool new_conns;        /* the scheduler added a connection to start */
 
-	/* Connection table: slot = id % KVF_MAX_CONNS, ids never reused.
-	 * Setup and teardown only: the poller's lookups (cm events, a group's
-	 * teardown), inserts from either thread, unlinks by the poller. */
+	/* Connection table (conn_table.c): every connection not yet freed,
+	 * by id (ids never reused while held), growing, at most
+	 * rdma.max_conns. Setup and teardown only: the poller's lookups (cm
+	 * events, a group's teardown), inserts from either thread, unlinks by
+	 * the poller, the stats op's count. Everything in it, the lists too,
+	 * only under lock: a growth never races a reader (idtab.h). */
 	pthread_mutex_t lock;
-	struct kvf_conn *conns[KVF_MAX_CONNS];
+	struct kvf_idtab conns;       /* of kvf_conn.t_node */
+	struct kvf_conn *live;        /* every one held (t_prev, t_next) */
+	struct kvf_conn *unstarted, *unstarted_tail; /* active ones the poller has
+	                                 not taken yet (u_prev, u_next), oldest first */
 	uint32_t next_id;
-	uint32_t nconns;
+	uint32_t nconns;              /* in the table */
+	uint32_t nreserved;           /* being built: counted against the cap */
 
 	/* Poller --> scheduler, lock-free stacks (sched.h). */
 	_Atomic(struct kvf_conn *) handoff;
@@ -102,7 +109,7 @@ struct kvf_rdma {
 	uint64_t last_walk_ns;        /* the walk of every connection (ops.c) */
 	struct kvf_backoff backoff;   /* connect backoff per peer (backoff.h) */
 	struct kvf_sched_conns {
-		struct kvf_conn *by_id[KVF_MAX_CONNS]; /* chained through s_hnext */
+		struct kvf_idtab by_id;        /* of kvf_conn.s_node, growing */
 		struct kvf_conn *by_peer[KVF_SCHED_PEER_BUCKETS]; /* group leads */
 		struct kvf_conn *all;          /* every connection held */
 		struct kvf_conn *pending;      /* those with frames or writes waiting */
@@ -122,6 +129,7 @@ struct kvf_rdma {
 	_Atomic uint64_t st_frames_rx[KVF_FRAME_TYPES];
 	_Atomic uint64_t st_completions;
 	_Atomic uint64_t st_conns_lost; /* connections torn down (kvf_conn_teardown) */
+	_Atomic uint64_t st_conns_over_max; /* refused: the table held rdma.max_conns */
 	_Atomic uint64_t st_poller_sleeps; /* the poller slept on its fds */
 	_Atomic uint64_t st_ka_sent;  /* keepalives posted (keepalive.c) */
 	_Atomic uint64_t st_ka_acked; /* ... and completed: the peer's NIC ACKed */

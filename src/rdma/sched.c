@@ -69,10 +69,9 @@ static uint32_t peer_bucket(const char *peer)
 static void adopt(struct kvf_rdma *t, struct kvf_conn *c)
 {
 	struct kvf_sched_conns *s = &t->s;
-	struct kvf_conn **b = &s->by_id[c->id % KVF_MAX_CONNS];
 
-	c->s_hnext = *b;
-	*b = c;
+	c->s_node.id = c->id;
+	kvf_idtab_insert(&s->by_id, &c->s_node); /* grows: nobody else reads it */
 	c->s_prev = NULL;
 	c->s_next = s->all;
 	if (s->all)
@@ -136,15 +135,11 @@ static void count_connect(struct kvf_rdma *t, const struct kvf_conn *c)
 static void retire(struct kvf_rdma *t, struct kvf_conn *c)
 {
 	struct kvf_sched_conns *s = &t->s;
-	struct kvf_conn **p = &s->by_id[c->id % KVF_MAX_CONNS];
 
 	check_regions_at_end(c);
 	count_connect(t, c);
 
-	while (*p && *p != c)
-		p = &(*p)->s_hnext;
-	if (*p)
-		*p = c->s_hnext;
+	kvf_idtab_remove(&s->by_id, &c->s_node);
 	if (c->s_prev)
 		c->s_prev->s_next = c->s_next;
 	else
@@ -183,11 +178,9 @@ void kvf_sched_collect(struct kvf_rdma *t)
 
 static struct kvf_conn *lookup(struct kvf_rdma *t, uint32_t id)
 {
-	struct kvf_conn *c = t->s.by_id[id % KVF_MAX_CONNS];
+	struct kvf_idtab_node *n = kvf_idtab_find(&t->s.by_id, id);
 
-	while (c && c->id != id)
-		c = c->s_hnext;
-	return c;
+	return n ? kvf_idtab_entry(n, struct kvf_conn, s_node) : NULL;
 }
 
 struct kvf_conn *kvf_sched_get(struct kvf_rdma *t, uint32_t id)
@@ -205,11 +198,21 @@ struct kvf_conn *kvf_sched_get(struct kvf_rdma *t, uint32_t id)
 	return lookup(t, id);
 }
 
+/* Every QP of the group up: a member goes DEAD (and may be retired here)
+ * a moment before the poller reaches the lead of the same teardown, and a
+ * room picked onto that member would queue on a connection nobody holds. */
+static bool group_alive(struct kvf_conn *lead)
+{
+	for (uint32_t i = 0; i < kvf_qp_group_size(lead); i++)
+		if (atomic_load(&kvf_qp_group_at(lead, i)->state) >= KVF_CONN_DEAD)
+			return false;
+	return !atomic_load(&lead->teardown_req);
+}
+
 struct kvf_conn *kvf_sched_find_peer(struct kvf_rdma *t, const char *peer)
 {
 	for (struct kvf_conn *c = t->s.by_peer[peer_bucket(peer)]; c; c = c->s_peer_next)
-		if (atomic_load(&c->state) < KVF_CONN_DEAD && !atomic_load(&c->teardown_req) &&
-		    !strcmp(c->peer, peer))
+		if (group_alive(c) && !strcmp(c->peer, peer))
 			return c;
 	return NULL;
 }
@@ -227,6 +230,11 @@ void kvf_sched_pending(struct kvf_rdma *t, struct kvf_conn *c, bool waiting)
 {
 	struct kvf_sched_conns *s = &t->s;
 
+	/* A retired connection (sched_done: ours, so relaxed) never goes back
+	 * on the list: nothing would take it off before it is freed. A frame
+	 * queued on it goes with it; its group's PEER_LOST fails the room. */
+	if (waiting && atomic_load_explicit(&c->sched_done, memory_order_relaxed))
+		return;
 	if (waiting == c->s_pending)
 		return;
 	c->s_pending = waiting;
@@ -249,6 +257,7 @@ void kvf_sched_pending(struct kvf_rdma *t, struct kvf_conn *c, bool waiting)
 
 void kvf_sched_close(struct kvf_rdma *t)
 {
+	uint32_t max_b = t->s.by_id.max_buckets;
 	struct kvf_conn *next;
 
 	adopt_handed_off(t);
@@ -257,5 +266,7 @@ void kvf_sched_close(struct kvf_rdma *t)
 		next = c->s_next;
 		kvf_conn_put(c);
 	}
+	kvf_idtab_fini(&t->s.by_id);
 	memset(&t->s, 0, sizeof(t->s));
+	t->s.by_id.max_buckets = max_b;
 }

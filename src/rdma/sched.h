@@ -5,8 +5,8 @@
  *
  * Ownership. The scheduler holds one reference on every connection from
  * its creation until it retires it, and keeps it in its own structures:
- * a table by id (chained: ids are never reused, two may share a bucket for
- * a while), a map from peer address to the lead of the active group, a list
+ * a table by id (idtab.h: chained, growing with the connections held;
+ * being the scheduler's alone, a growth needs no care for readers), a map from peer address to the lead of the active group, a list
  * of all, and a list of those with frames or writes waiting. Only the
  * scheduler reads or writes them. Two lock-free stacks (Treiber, one
  * producer: the poller; one consumer: the scheduler, which takes a whole

@@ -451,7 +451,7 @@ def test_stats_and_room_stats(pooled):
     assert st.wrs_posted == 0 and st.early_infos_refused == 0 and st.staged_bytes == 0
     assert st.keepalives_sent == 0 and st.keepalives_acked == 0 and st.keepalives_late == 0
     assert st.calls_concurrent == 0
-    assert st.auth_ok == 0 and st.auth_dropped == 0
+    assert st.auth_ok == 0 and st.auth_dropped == 0 and st.conns_over_max == 0
     assert st.auth_refused == {"refused by the peer": 0, "bad token": 0, "replayed proof": 0,
                                "identity mismatch": 0, "malformed proof": 0,
                                "frame before proof": 0, "no proof in time": 0}

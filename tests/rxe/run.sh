@@ -219,6 +219,9 @@ TESTS=(
 	# issue 13: no reconnect storm against a peer that is gone; back when it is
 	"kvf_reconnect_storm|150|\$repo/tests/rxe/scenarios/reconnect.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 storm"
 	"kvf_reconnect_recover|150|\$repo/tests/rxe/scenarios/reconnect.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 recover"
+	"kvf_conns_cap|120|\$repo/tests/rxe/scenarios/conns.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 cap"
+	"kvf_conns_kill|150|\$repo/tests/rxe/scenarios/conns.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 kill"
+	"kvf_conns_many|330|\$repo/tests/rxe/scenarios/conns.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 many \${KVF_CONNS_ENGINES:-69} 3 16"
 	"kvf_reject_token|60|\$repo/tests/rxe/scenarios/reject.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1"
 	"kvf_metrics_load|560|\$repo/tests/rxe/scenarios/metrics.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 load 1000"
 	# issue 8: an SGLang-shaped stream (regions, chunks, user data), aborts

@@ -359,6 +359,21 @@ Test(config, signal_every_at_most_sq_depth)
 	expect_ok("rdma = { sq_depth = 64; signal_every = 64; };", &c);
 }
 
+/* The connection table's bound (rdma.max_conns): in range, and never
+ * below one peer connection of this engine's own. */
+Test(config, max_conns_in_range_and_at_least_qps_per_peer)
+{
+	struct kvf_config c;
+
+	expect_ok("rdma = { max_conns = 1; qps_per_peer = 1; };", &c);
+	cr_assert_eq(c.max_conns, 1);
+	expect_ok("rdma = { max_conns = 16777216; };", &c);
+	expect_err("rdma = { max_conns = 0; };",
+		   "kvferry.conf:1: rdma.max_conns: expected an integer in [1, 16777216], got 0");
+	expect_err("rdma = {\n  qps_per_peer = 8;\n  max_conns = 4;\n};",
+		   "kvferry.conf:3: rdma.max_conns: expected at least rdma.qps_per_peer (8), got 4");
+}
+
 Test(config, reconnect_backoff_max_at_least_the_base)
 {
 	struct kvf_config c;

@@ -402,6 +402,21 @@ Test(metrics, auth_refusals_by_reason)
 	free(b.p);
 }
 
+/* The connection table's refusals (rdma.max_conns), from the transport. */
+Test(metrics, connections_over_max)
+{
+	static struct kvf_snap snap; /* zero: no rooms, no histograms */
+	struct kvf_buf b = { 0 };
+
+	snap.have_tst = true;
+	snap.tst.conns_over_max = 7;
+	kvf_render_metrics(&snap, &b);
+	cr_assert(!b.failed && b.p);
+	cr_assert(prom_parse(&pa, b.p), "%s", pa.err);
+	cr_expect_eq(prom_get(&pa, "kvferry_connections_over_max_total"), 7);
+	free(b.p);
+}
+
 Test(metrics, rails_each_have_their_series)
 {
 	static struct kvf_snap snap; /* zero: no rooms, no histograms */

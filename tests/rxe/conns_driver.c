@@ -1,0 +1,428 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * conns_driver: many connections to one prefill (issue 42, "no fixed cap on
+ * connections"; tests/rxe/scenarios/conns.sh). Host memory, one buffer of
+ * --pages pages of 4 KiB per room, every byte checked (pattern.h).
+ *
+ *   --role prefill --rooms R      one engine: sender rooms for ids
+ *                                 --first-id .. + R - 1, each sent from its
+ *                                 pool of --src-pool pages as soon as its
+ *                                 receiver asks
+ *   --role decode --engines E --index K
+ *                                 E engines in this process, engine e the
+ *                                 receiver of room id --first-id + K + e,
+ *                                 each its own peer connection
+ *                                 (rdma.qps_per_peer QPs) to the prefill;
+ *                                 at most --window of them connecting at once
+ *
+ * Both sides sample kvf_stats and /proc/self/status (VmPin: the memory the
+ * NIC pinned, VmRSS) before the first connection and at the most
+ * connections, and print them in the summary line:
+ *
+ *   driver: role=... rooms=N ok=N failed=N bad_bytes=N checked_bytes=N
+ *     conns_live_max=N conns_held=N conns_over_max=N pin0_kb=N pin_kb=N
+ *     rss0_kb=N rss_kb=N setup_s=S seconds=S
+ *
+ * With --done-file the prefill creates it once every room is terminal and
+ * the connections counted (the decodes hold theirs until then, so the
+ * prefill sees them all at once); the decodes wait for it before closing.
+ * --until-s S (prefill): after S seconds the rooms not terminal are aborted
+ * and counted failed (the cap mode, whose refused peers never come).
+ * Exit: 0 every room SUCCESS (or, with --allow-fail, terminal) and no bad
+ * byte, 2 timeout, 1 otherwise.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <kvferry/kvferry.h>
+
+#include "pattern.h"
+
+#define PAGE 4096u
+#define MAX_SETS 16
+
+struct opts {
+	const char *role, *config, *done_file, *ready_file, *sets[MAX_SETS];
+	size_t nsets;
+	uint32_t rooms, engines, index, pages, src_pool, window;
+	uint64_t first_id;
+	double timeout_s, until_s;
+	bool allow_fail;
+};
+
+struct side {
+	kvf_engine *eng;
+	uint8_t *buf;
+	kvf_room room;
+	uint8_t st; /* 0 none, 1 live, 2 terminal */
+	bool sent;
+};
+
+struct mem {
+	long pin_kb, rss_kb;
+};
+
+struct run {
+	struct opts o;
+	bool prefill;
+	struct side *s; /* decode: one per engine; prefill: s[0] is the engine */
+	kvf_room *rooms; /* prefill */
+	uint8_t *rst;    /* prefill: per room, as side.st */
+	bool *rsent;
+	uint32_t opened, ok, failed, live;
+	uint64_t bad, checked, live_max, held, over_max;
+	struct mem m0, m;
+	double t0, t_setup;
+};
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: conns_driver --role prefill|decode --config FILE [--set K=V]...\n"
+		"  [--rooms R] [--engines E --index K] [--pages P (4)] [--src-pool N (64)]\n"
+		"  [--first-id ID (0x5000)] [--window W (8)] [--timeout S (150)]\n"
+		"  [--done-file PATH] [--ready-file PATH] [--until-s S] [--allow-fail]\n");
+	exit(1);
+}
+
+static void parse(int argc, char **argv, struct opts *o)
+{
+	*o = (struct opts){.rooms = 1, .engines = 1, .pages = 4, .src_pool = 64,
+			   .first_id = 0x5000, .window = 8, .timeout_s = 150};
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+
+		if (!strcmp(a, "--allow-fail")) {
+			o->allow_fail = true;
+			continue;
+		}
+		if (!v)
+			usage();
+		i++;
+		if (!strcmp(a, "--role")) o->role = v;
+		else if (!strcmp(a, "--config")) o->config = v;
+		else if (!strcmp(a, "--set") && o->nsets < MAX_SETS) o->sets[o->nsets++] = v;
+		else if (!strcmp(a, "--done-file")) o->done_file = v;
+		else if (!strcmp(a, "--ready-file")) o->ready_file = v;
+		else if (!strcmp(a, "--rooms")) o->rooms = (uint32_t)strtoul(v, NULL, 0);
+		else if (!strcmp(a, "--engines")) o->engines = (uint32_t)strtoul(v, NULL, 0);
+		else if (!strcmp(a, "--index")) o->index = (uint32_t)strtoul(v, NULL, 0);
+		else if (!strcmp(a, "--pages")) o->pages = (uint32_t)strtoul(v, NULL, 0);
+		else if (!strcmp(a, "--src-pool")) o->src_pool = (uint32_t)strtoul(v, NULL, 0);
+		else if (!strcmp(a, "--first-id")) o->first_id = strtoull(v, NULL, 0);
+		else if (!strcmp(a, "--window")) o->window = (uint32_t)strtoul(v, NULL, 0);
+		else if (!strcmp(a, "--timeout")) o->timeout_s = strtod(v, NULL);
+		else if (!strcmp(a, "--until-s")) o->until_s = strtod(v, NULL);
+		else usage();
+	}
+	if (!o->role || !o->config || !o->pages || !o->src_pool || !o->window || !o->engines ||
+	    !o->rooms)
+		usage();
+}
+
+static void read_mem(struct mem *m)
+{
+	char line[256];
+	FILE *f = fopen("/proc/self/status", "r");
+
+	*m = (struct mem){0};
+	while (f && fgets(line, sizeof(line), f)) {
+		sscanf(line, "VmPin: %ld", &m->pin_kb);
+		sscanf(line, "VmRSS: %ld", &m->rss_kb);
+	}
+	if (f)
+		fclose(f);
+}
+
+static int open_engine(struct run *u, uint32_t e, kvf_engine **out)
+{
+	const char *ov[MAX_SETS + 1];
+	char id[64], err[256];
+	size_t n = 0;
+	int rc;
+
+	for (size_t i = 0; i < u->o.nsets; i++)
+		ov[n++] = u->o.sets[i];
+	snprintf(id, sizeof(id), "engine.id=conns-%s%u", u->prefill ? "p" : "d", u->o.index + e);
+	ov[n++] = id;
+	rc = kvf_engine_open_with(u->o.config, ov, n, err, sizeof(err), out);
+	if (rc)
+		printf("driver: SETUP FAILED: engine %u: %s\n", e, err);
+	return rc;
+}
+
+/* A pool of n pages: the prefill's filled with the pattern, a decode's
+ * poisoned. */
+static int pool(struct side *s, uint32_t n, bool fill)
+{
+	void *bufs[1];
+	uint64_t size = PAGE;
+
+	s->buf = aligned_alloc(PAGE, (size_t)n * PAGE);
+	if (!s->buf)
+		return -ENOMEM;
+	for (uint32_t p = 0; p < n; p++)
+		for (uint64_t x = 0; x < PAGE / 8; x++)
+			((uint64_t *)s->buf)[p * (PAGE / 8) + x] = fill ? kvt_word(0, p, x) : ~0ull;
+	bufs[0] = s->buf;
+	return kvf_pool_register(s->eng, 1, bufs, &size, n);
+}
+
+static void sample(struct run *u)
+{
+	struct kvf_stats st = KVF_STATS_INIT;
+	uint64_t live = 0, held = 0, over = 0;
+	uint32_t n = u->prefill ? 1 : u->opened;
+
+	for (uint32_t e = 0; e < n; e++) {
+		if (kvf_stats(u->s[e].eng, &st))
+			continue;
+		live += st.conns_live;
+		held += st.conns_held;
+		over += st.conns_over_max;
+	}
+	u->held = held;
+	u->over_max = over;
+	if (live > u->live_max || (live == u->live_max && live)) {
+		u->live_max = live;
+		read_mem(&u->m);
+	}
+}
+
+static void report(struct run *u, uint32_t i, int st, kvf_engine *eng, kvf_room h)
+{
+	struct kvf_failure fl = KVF_FAILURE_INIT;
+
+	if (st == KVF_SUCCESS) {
+		u->ok++;
+		return;
+	}
+	kvf_failure(eng, h, &fl);
+	u->failed++;
+	printf("room %u id=%#" PRIx64 " FAILED reason=%s detail=\"%s\"\n", i, u->o.first_id + i,
+	       kvf_fail_reason_str(fl.reason), fl.detail);
+}
+
+/* Prefill: room i's pages, from its pool. */
+static void send_room(struct run *u, uint32_t i)
+{
+	uint32_t src[64];
+	int rc;
+
+	for (uint32_t j = 0; j < u->o.pages; j++)
+		src[j] = kvt_src_block(i, j, u->o.pages, u->o.src_pool);
+	rc = kvf_sender_send(u->s[0].eng, u->rooms[i], src, u->o.pages);
+	if (rc && rc != -ECANCELED)
+		printf("driver: room %u: send: %s\n", i, strerror(-rc));
+	u->rsent[i] = true;
+}
+
+static void prefill_turn(struct run *u)
+{
+	kvf_engine *eng = u->s[0].eng;
+
+	kvf_progress(eng);
+	for (uint32_t i = 0; i < u->o.rooms; i++) {
+		int st;
+
+		if (u->rst[i] != 1)
+			continue;
+		st = kvf_poll(eng, u->rooms[i]);
+		if (!u->rsent[i] && st == KVF_WAITING_FOR_INPUT)
+			send_room(u, i);
+		if (st == KVF_SUCCESS || st == KVF_FAILED) {
+			report(u, i, st, eng, u->rooms[i]);
+			kvf_release(eng, u->rooms[i]);
+			u->rst[i] = 2;
+			u->live--;
+		}
+	}
+}
+
+static int prefill_setup(struct run *u)
+{
+	int rc = open_engine(u, 0, &u->s[0].eng);
+	FILE *f;
+
+	if (!rc)
+		rc = pool(&u->s[0], u->o.src_pool, true);
+	for (uint32_t i = 0; !rc && i < u->o.rooms; i++) {
+		rc = kvf_sender_create(u->s[0].eng, u->o.first_id + i, &u->rooms[i]);
+		u->rst[i] = 1;
+		u->live++;
+	}
+	if (rc)
+		printf("driver: SETUP FAILED: %s\n", strerror(-rc));
+	read_mem(&u->m0);
+	if (!rc && u->o.ready_file && (f = fopen(u->o.ready_file, "w")))
+		fclose(f);
+	return rc;
+}
+
+/* Prefill: until every room is terminal (or --until-s, then the rest
+ * aborted), then the connections counted once more and --done-file. */
+static int prefill_run(struct run *u)
+{
+	double last = 0;
+	bool aborted = false;
+	FILE *f;
+
+	while (u->live) {
+		double now = kvt_mono();
+
+		if (now - u->t0 > u->o.timeout_s)
+			return 2;
+		if (u->o.until_s && now - u->t0 > u->o.until_s && !aborted) {
+			for (uint32_t i = 0; i < u->o.rooms; i++)
+				if (u->rst[i] == 1)
+					kvf_abort(u->s[0].eng, u->rooms[i]);
+			aborted = true;
+		}
+		prefill_turn(u);
+		if (now - last > 0.2) {
+			sample(u);
+			last = now;
+		}
+		kvf_engine_wait(u->s[0].eng, 5);
+	}
+	u->t_setup = kvt_mono() - u->t0;
+	sample(u);
+	if (u->o.done_file && (f = fopen(u->o.done_file, "w")))
+		fclose(f);
+	return 0;
+}
+
+static int decode_open(struct run *u, uint32_t e)
+{
+	struct side *s = &u->s[e];
+	uint32_t blocks[64];
+	int rc = open_engine(u, e, &s->eng);
+
+	if (!rc)
+		rc = pool(s, u->o.pages, false);
+	if (!rc)
+		rc = kvf_receiver_create(s->eng, u->o.first_id + u->o.index + e, NULL, &s->room);
+	for (uint32_t j = 0; j < u->o.pages; j++)
+		blocks[j] = j;
+	if (!rc)
+		rc = kvf_receiver_init(s->eng, s->room, blocks, u->o.pages);
+	if (rc && rc != -ECANCELED && rc != -ENOTCONN && rc != -ECONNREFUSED) {
+		printf("driver: engine %u: %s\n", e, strerror(-rc));
+		return rc;
+	}
+	s->st = 1;
+	u->live++;
+	return 0;
+}
+
+static void decode_check(struct run *u, uint32_t e)
+{
+	const uint64_t *w = (const uint64_t *)u->s[e].buf;
+	uint32_t i = u->o.index + e;
+
+	for (uint32_t j = 0; j < u->o.pages; j++) {
+		uint32_t src = kvt_src_block(i, j, u->o.pages, u->o.src_pool);
+
+		for (uint64_t x = 0; x < PAGE / 8; x++)
+			u->bad += (w[j * (PAGE / 8) + x] != kvt_word(0, src, x)) * 8;
+		u->checked += PAGE;
+	}
+}
+
+static void decode_turn(struct run *u)
+{
+	for (uint32_t e = 0; e < u->opened; e++) {
+		struct side *s = &u->s[e];
+		int st;
+
+		kvf_progress(s->eng);
+		if (s->st != 1)
+			continue;
+		st = kvf_poll(s->eng, s->room);
+		if (st != KVF_SUCCESS && st != KVF_FAILED)
+			continue;
+		if (st == KVF_SUCCESS)
+			decode_check(u, e);
+		report(u, u->o.index + e, st, s->eng, s->room);
+		kvf_release(s->eng, s->room);
+		s->st = 2;
+		u->live--;
+	}
+}
+
+/* Decode: open the engines, --window connecting at once; when every room
+ * is terminal, hold the connections until --done-file. */
+static int decode_run(struct run *u)
+{
+	double last = 0;
+
+	read_mem(&u->m0);
+	while (u->opened < u->o.engines || u->live) {
+		double now = kvt_mono();
+
+		if (now - u->t0 > u->o.timeout_s)
+			return 2;
+		while (u->opened < u->o.engines && u->live < u->o.window)
+			if (decode_open(u, u->opened++))
+				return 1;
+		decode_turn(u);
+		if (now - last > 0.2) {
+			sample(u);
+			last = now;
+		}
+		usleep(1000);
+	}
+	u->t_setup = kvt_mono() - u->t0;
+	sample(u);
+	while (u->o.done_file && access(u->o.done_file, F_OK)) {
+		if (kvt_mono() - u->t0 > u->o.timeout_s)
+			return 2;
+		decode_turn(u);
+		usleep(20000);
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct run u = {0};
+	uint32_t n;
+	int rc;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	parse(argc, argv, &u.o);
+	u.prefill = !strcmp(u.o.role, "prefill");
+	n = u.prefill ? 1 : u.o.engines;
+	u.s = calloc(n, sizeof(*u.s));
+	u.rooms = calloc(u.o.rooms, sizeof(*u.rooms));
+	u.rst = calloc(u.o.rooms, 1);
+	u.rsent = calloc(u.o.rooms, sizeof(*u.rsent));
+	if (!u.s || !u.rooms || !u.rst || !u.rsent || u.o.pages > 64)
+		return 1;
+	u.t0 = kvt_mono();
+	if (u.prefill) {
+		rc = prefill_setup(&u);
+		u.opened = 1;
+		if (!rc)
+			rc = prefill_run(&u);
+	} else {
+		rc = decode_run(&u);
+	}
+	printf("driver: role=%s rooms=%u ok=%u failed=%u bad_bytes=%" PRIu64 " checked_bytes=%"
+	       PRIu64 " conns_live_max=%" PRIu64 " conns_held=%" PRIu64 " conns_over_max=%" PRIu64
+	       " pin0_kb=%ld pin_kb=%ld rss0_kb=%ld rss_kb=%ld setup_s=%.2f seconds=%.2f\n",
+	       u.o.role, u.prefill ? u.o.rooms : u.o.engines, u.ok, u.failed, u.bad, u.checked,
+	       u.live_max, u.held, u.over_max, u.m0.pin_kb, u.m.pin_kb, u.m0.rss_kb, u.m.rss_kb,
+	       u.t_setup, kvt_mono() - u.t0);
+	for (uint32_t e = 0; e < u.opened; e++)
+		kvf_engine_close(u.s[e].eng);
+	if (rc)
+		return rc;
+	if (u.bad || (!u.o.allow_fail && u.failed))
+		return 1;
+	return 0;
+}

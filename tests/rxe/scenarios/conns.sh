@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# Issue 42, "no fixed cap on connections": one prefill engine on DEV0 and
+# many decode engines on DEV1 (several per process, conns_driver), each
+# decode engine its own peer connection of QPS queue pairs, one room each,
+# every byte checked. The frames per connection are lowered with the
+# existing keys (rdma.rq_depth = rdma.sq_depth = 16: 16 receive and 16 send
+# frames, the least there is) so that the guest holds them all.
+#   many ENGINES PROCS QPS: the prefill must hold ENGINES x QPS connections
+#         at once (past the old fixed table of 1,024 when that is more),
+#         every room SUCCESS on both sides, nothing refused; prints the
+#         pinned memory (VmPin) and RSS per connection on both sides
+#   cap:  the prefill's rdma.max_conns = 6 and 4 decode engines of 2 QPs:
+#         three get their connections and rooms, the fourth is refused
+#         (-ENOSPC, counted in conns_over_max, the log line names the key)
+#   conns.sh BUILD DEV0 ADDR0 DEV1 ADDR1 many ENGINES PROCS QPS | cap
+. "$(dirname "$0")/common.sh"
+mode=${1:?many|cap}
+DRV=$BIN/conns_driver
+[ -x "$DRV" ] || fail "not built: $DRV"
+port=18761
+
+# conf FILE ROLE EXTRA-RDMA-KEYS
+conf() {
+	local side
+	if [ "$2" = prefill ]; then
+		side="device = \"$DEV0\"; listen_addr = \"$ADDR0\"; listen_port = $port;"
+	else
+		side="device = \"$DEV1\"; peer = \"$ADDR0:$port\";"
+		[ "$ADDR1" != "$ADDR0" ] && side="$side source_addr = \"$ADDR1\";"
+	fi
+	cat > "$1" <<CONF
+log: { level = "${LOG_LEVEL:-warn}"; };
+engine: { max_blocks_per_room = 64; summary_interval_s = 0; ring_size = 1024;
+          max_rooms = ${MAX_ROOMS:-64}; max_tombstones = 1024; };
+deadlines: { bootstrap_s = 280; inflight_s = 280; receiver_waiting_s = 280; quiesce_s = 10; };
+heartbeat: { interval_ms = 5000; misses = 6; };
+rdma: { $side auth_token = "kvf-suite"; sq_depth = 16; rq_depth = 16; signal_every = 16;
+        auth_timeout_ms = 30000; connect_timeout_ms = 30000; reconnect_backoff_ms = 0; $3 };
+CONF
+}
+
+# run_decodes ENGINES PROCS QPS : PROCS processes, ENGINES engines in all
+run_decodes() {
+	local engines=$1 procs=$2 k e0=0 per
+	for ((k = 0; k < procs; k++)); do
+		per=$(((engines - e0) / (procs - k)))
+		timeout -k 5 300 "$DRV" --role decode --config "$W/d.conf" --engines "$per" \
+			--index "$e0" --window 4 --timeout 290 --done-file "$W/done" \
+			> "$W/d$k.out" 2> "$W/d$k.log" &
+		CHILDREN+=("$!")
+		eval "pid_d$k=$!"
+		e0=$((e0 + per))
+	done
+}
+
+kb_per() { awk -v a="$1" -v b="$2" -v n="$3" 'BEGIN { printf "%.0f", n ? (b - a) / n : 0 }'; }
+
+case $mode in
+many)
+	engines=${2:?engines} procs=${3:?procs} qps=${4:?qps}
+	# Both sides live in this guest: about 1.7 MiB pinned and as much RSS
+	# per connection a side (16 + 16 frames of the ~52 KiB HELLO-sized
+	# frame), so 3,600 KiB per connection in all, plus 400 MiB for the rest.
+	# A smaller guest runs as many as it holds and says so.
+	avail=$(awk '/^MemAvailable:/ { print $2 }' /proc/meminfo)
+	fit=$(((avail - 409600) / 3600 / qps))
+	if [ "$fit" -lt "$engines" ]; then
+		note "this guest has $((avail / 1024)) MiB available: it holds $((fit * qps)) connections, not $((engines * qps)); running $fit engines (scripts/rxe-vm.sh with KVF_VM_MEM=6144 runs them all)"
+		engines=$fit
+	fi
+	[ "$engines" -ge 1 ] || fail "no memory for one decode engine"
+	want=$((engines * qps))
+	MAX_ROOMS=$((engines + 16)) conf "$W/p.conf" prefill ""
+	conf "$W/d.conf" decode "qps_per_peer = $qps; poll_idle_us = 0;"
+	timeout -k 5 300 "$DRV" --role prefill --config "$W/p.conf" --rooms "$engines" \
+		--timeout 290 --ready-file "$W/ready" --done-file "$W/done" \
+		> "$W/p.out" 2> "$W/p.log" &
+	CHILDREN+=("$!")
+	pid_p=$!
+	wait_file "$W/ready" 30 || { show "$W/p.out" "$W/p.log"; fail "prefill not ready in 30 s"; }
+	note "prefill on $DEV0; $engines decode engines x $qps QPs in $procs processes on $DEV1: $want connections"
+	run_decodes "$engines" "$procs" "$qps"
+	wait "$pid_p"; rc_p=$?
+	sums=(0 0 0 0 0 0 0 0)
+	for ((k = 0; k < procs; k++)); do
+		eval "wait \$pid_d$k"; rc=$?
+		out=$W/d$k.out
+		grep '^driver: role=' "$out" | tail -n1
+		[ "$rc" = 0 ] || { show "$out" "$W/d$k.log"; fail "decode process $k exit $rc"; }
+		sums[0]=$((sums[0] + $(summary "$out" ok)))
+		sums[1]=$((sums[1] + $(summary "$out" bad_bytes)))
+		sums[2]=$((sums[2] + $(summary "$out" checked_bytes)))
+		sums[3]=$((sums[3] + $(summary "$out" conns_live_max)))
+		sums[4]=$((sums[4] + $(summary "$out" pin0_kb)))
+		sums[5]=$((sums[5] + $(summary "$out" pin_kb)))
+		sums[6]=$((sums[6] + $(summary "$out" rss0_kb)))
+		sums[7]=$((sums[7] + $(summary "$out" rss_kb)))
+	done
+	grep '^driver: role=' "$W/p.out" | tail -n1
+	[ "$rc_p" = 0 ] || { show "$W/p.out" "$W/p.log"; fail "prefill exit $rc_p"; }
+	[ "$(summary "$W/p.out" ok)" = "$engines" ] || fail "prefill: ok $(summary "$W/p.out" ok) of $engines"
+	[ "${sums[0]}" = "$engines" ] || fail "decodes: ok ${sums[0]} of $engines"
+	[ "${sums[1]}" = 0 ] || fail "decodes: ${sums[1]} bad bytes"
+	[ "${sums[2]}" = $((engines * 4 * 4096)) ] || fail "decodes: checked ${sums[2]} bytes"
+	live=$(summary "$W/p.out" conns_live_max)
+	[ "$live" = "$want" ] || { show "$W/p.log"; fail "prefill held $live connections at most, not $want"; }
+	[ "$(summary "$W/p.out" conns_over_max)" = 0 ] || fail "prefill refused connections"
+	ppin=$(kb_per "$(summary "$W/p.out" pin0_kb)" "$(summary "$W/p.out" pin_kb)" "$live")
+	prss=$(kb_per "$(summary "$W/p.out" rss0_kb)" "$(summary "$W/p.out" rss_kb)" "$live")
+	dpin=$(kb_per "${sums[4]}" "${sums[5]}" "${sums[3]}")
+	drss=$(kb_per "${sums[6]}" "${sums[7]}" "${sums[3]}")
+	note "per connection: prefill pinned $ppin KiB, RSS $prss KiB; decode pinned $dpin KiB, RSS $drss KiB (engines included)"
+	note "prefill: $live connections at once; every room SUCCESS after $(summary "$W/p.out" setup_s) s"
+	pass "$live connections to one prefill at once ($engines decode engines x $qps QPs, $procs processes)," \
+		"every room SUCCESS, ${sums[2]} bytes checked; pinned per connection: prefill $ppin KiB," \
+		"decode $dpin KiB; RSS per connection: prefill $prss KiB, decode $drss KiB"
+	;;
+cap)
+	LOG_LEVEL=info conf "$W/p.conf" prefill "max_conns = 6;"
+	conf "$W/d.conf" decode "qps_per_peer = 2;"
+	timeout -k 5 100 "$DRV" --role prefill --config "$W/p.conf" --rooms 4 --timeout 90 \
+		--until-s 25 --allow-fail --ready-file "$W/ready" --done-file "$W/done" \
+		> "$W/p.out" 2> "$W/p.log" &
+	CHILDREN+=("$!")
+	pid_p=$!
+	wait_file "$W/ready" 30 || { show "$W/p.out" "$W/p.log"; fail "prefill not ready in 30 s"; }
+	# one at a time: the first three take the six places
+	for k in 0 1 2 3; do
+		timeout -k 5 100 "$DRV" --role decode --config "$W/d.conf" --engines 1 --index $k \
+			--timeout 90 --allow-fail --done-file "$W/done" > "$W/d$k.out" 2> "$W/d$k.log" &
+		CHILDREN+=("$!")
+		eval "pid_d$k=$!"
+		[ $k = 3 ] || wait_lines "$W/p.log" "connection [0-9]+ from .* established" $((2 * k + 2)) 40 ||
+			{ show "$W/p.log"; fail "decode $k not connected in 40 s"; }
+	done
+	wait "$pid_p"; rc_p=$?
+	for k in 0 1 2 3; do eval "wait \$pid_d$k"; done
+	grep '^driver: role=' "$W/p.out" | tail -n1
+	[ "$rc_p" = 0 ] || { show "$W/p.out" "$W/p.log"; fail "prefill exit $rc_p"; }
+	[ "$(summary "$W/p.out" ok)" = 3 ] || { show "$W/p.out" "$W/p.log"; fail "prefill: ok $(summary "$W/p.out" ok) of 3"; }
+	over=$(summary "$W/p.out" conns_over_max)
+	fgt "$over" 0 || { show "$W/p.log"; fail "nothing counted in conns_over_max"; }
+	line=$(grep -m1 'rdma.max_conns = 6' "$W/p.log") || { show "$W/p.log"; fail "no log line naming rdma.max_conns"; }
+	note "prefill log: $line"
+	for k in 0 1 2; do [ "$(summary "$W/d$k.out" ok)" = 1 ] || fail "decode $k: its room did not succeed"; done
+	[ "$(summary "$W/d3.out" failed)" = 1 ] || { show "$W/d3.out"; fail "decode 3: its room did not fail"; }
+	note "decode 3: $(grep -m1 FAILED "$W/d3.out")"
+	pass "rdma.max_conns = 6: three peers of 2 QPs served, the fourth refused (-ENOSPC," \
+		"conns_over_max = $over, the log line names the key), its room failed"
+	;;
+kill)
+	# the prefill SIGKILLed while decode engines are still connecting:
+	# every decode process ends by itself (its rooms failed), no crash
+	MAX_ROOMS=64 conf "$W/p.conf" prefill ""
+	conf "$W/d.conf" decode "qps_per_peer = 4; poll_idle_us = 0;"
+	timeout -k 5 100 "$DRV" --role prefill --config "$W/p.conf" --rooms 24 --timeout 90 \
+		--ready-file "$W/ready" > "$W/p.out" 2> "$W/p.log" &
+	CHILDREN+=("$!")
+	pid_p=$!
+	wait_file "$W/ready" 30 || { show "$W/p.out" "$W/p.log"; fail "prefill not ready in 30 s"; }
+	for k in 0 1; do
+		timeout -k 5 100 "$DRV" --role decode --config "$W/d.conf" --engines 12 \
+			--index $((k * 12)) --window 3 --timeout 80 --allow-fail \
+			> "$W/d$k.out" 2> "$W/d$k.log" &
+		CHILDREN+=("$!")
+		eval "pid_d$k=$!"
+	done
+	sleep "${KILL_AFTER_S:-8}"
+	vchild=$(pgrep -P "$pid_p" | head -n1)
+	[ -n "$vchild" ] && kill -KILL "$vchild"
+	note "prefill SIGKILLed at $(now)"
+	for k in 0 1; do
+		eval "wait \$pid_d$k"; rc=$?
+		grep '^driver: role=' "$W/d$k.out" | tail -n1
+		grep -q 'Sanitizer' "$W/d$k.log" && { show "$W/d$k.log"; fail "decode $k: a sanitizer report"; }
+		[ "$rc" -lt 124 ] || { show "$W/d$k.out" "$W/d$k.log"; fail "decode process $k exit $rc"; }
+		grep -q '^driver: role=' "$W/d$k.out" || fail "decode $k: no summary"
+	done
+	pass "the prefill killed mid-setup: both decode processes ended by themselves, their rooms failed, nothing crashed"
+	;;
+*) fail "mode $mode" ;;
+esac
