@@ -7,7 +7,8 @@ What is vLLM's, unchanged:
     module writes: no download, HF_HUB_OFFLINE=1), SchedulerConfig,
     CacheConfig, ParallelConfig, DeviceConfig("cpu"), KVTransferConfig
     (kv_connector "KVFerryConnector", kv_connector_module_path "kvferry.vllm");
-    vLLM's own checks in them run (the hybrid KV cache manager rule too);
+    vLLM's own checks in them run (the hybrid KV cache manager rule too),
+    with vLLM's model classes registered in this process (register_models);
   - the scheduler vllm_config.scheduler_config.get_scheduler_cls() names
     (Scheduler, or AsyncScheduler with ASYNC_SCHEDULING[0] = True, vLLM's
     default, stepped one batch at a time), which creates the
