@@ -5,9 +5,9 @@ never a skip.
 
 The engines' packages (SGLang, vLLM) are in the tests' environment for
 tests/sglang and tests/vllm; here they are hidden, so this suite tests
-kvferry.sglang's and kvferry.vllm's own stand-ins (what a process without the
-engine gets) and measures no torch in its leak checks. A test that wants the
-real engine runs it in a subprocess (test_sglang.py)."""
+kvferry.sglang's own stand-ins (what a process without SGLang gets) and
+measures no torch in its leak checks. A test that wants the real engine runs
+it in a subprocess (test_sglang.py); kvferry.vllm needs vLLM (tests/vllm)."""
 import sys
 
 import numpy as np

@@ -21,6 +21,11 @@ import time
 
 import numpy as np
 
+# The backend alone: kvferry.sglang's own classes, as a process without SGLang
+# gets them (the tests' environment has SGLang 0.5.18, whose import takes
+# minutes in a TCG guest; SGLang's own queues drive kvferry in kvf_sglang_real).
+sys.modules.setdefault("sglang", None)  # type: ignore[arg-type]
+
 from kvferry import sglang as ks
 
 role, rank, ptp, dtp, ppn, mla = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6] == "1"

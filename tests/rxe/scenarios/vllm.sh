@@ -40,8 +40,8 @@ all) phases=$shapes,full ;;
 *) fail "what: full, shapes or all, not $what" ;;
 esac
 # one parent imports vLLM (minutes in a TCG guest) and forks both instances
-limit=$((420 + 100 * $(tr "," "\n" <<< "$phases" | wc -l)))
-limit=$((limit > 870 ? 870 : limit))
+limit=$((720 + 100 * $(tr "," "\n" <<< "$phases" | wc -l)))
+limit=$((limit > 1170 ? 1170 : limit))
 d=$W/run
 mkdir -p "$d"
 t0=$SECONDS
