@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """SGLang's own disaggregation queues, built on CPU, driving a transfer backend.
 
-Everything that decides what moves where is SGLang's code, from the pinned
-tree at $KVF_SGLANG_SRC (default ../shared/sglang/python beside the repo; see
-/work/shared/sglang/PIN): its ServerArgs (the "dummy" model path, which stops
+Everything that decides what moves where is SGLang's code, from its release
+installed in the tests' environment (SGLANG_RELEASE below; tests/requirements.txt):
+its ServerArgs (the "dummy" model path, which stops
 __post_init__ before any model or hardware is looked at), its runtime
 context (runtime_context.publish), its KV pools (MHATokenToKVPool /
 MLATokenToKVPool on device="cpu"), PagedTokenToKVPoolAllocator,

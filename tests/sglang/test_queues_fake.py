@@ -12,7 +12,7 @@ the harness's byte check and SGLang's index plumbing (the decode's page list
 from pop_preallocated against the prefill's send_kv_chunk pages) are tested
 here too, and a corrupted byte must be caught.
 
-Needs the pinned SGLang tree (KVF_SGLANG_SRC); without it the tests skip,
+Needs SGLang's pinned release (tests/requirements.txt); without it the tests skip,
 and with CI=true they fail.
 """
 import ctypes
