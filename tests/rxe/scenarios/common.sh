@@ -71,18 +71,25 @@ conf_qps() {
 	echo "${q:-2}"
 }
 
+# rdma_side ROLE PORT: the rdma group's keys that place a side: a prefill
+# listening on DEV0 at ADDR0:PORT, a decode on DEV1 (from ADDR1) dialing it
+rdma_side() {
+	if [ "$1" = prefill ]; then
+		echo "device = \"$DEV0\"; listen_addr = \"$ADDR0\"; listen_port = $2;"
+	elif [ "$ADDR1" != "$ADDR0" ]; then
+		echo "device = \"$DEV1\"; peer = \"$ADDR0:$2\"; source_addr = \"$ADDR1\";"
+	else
+		echo "device = \"$DEV1\"; peer = \"$ADDR0:$2\";"
+	fi
+}
+
 # engine_conf FILE ID ROLE(prefill|decode) PORT [EXTRA KEYS] : a config
 # for one side. prefill listens on ADDR0 (DEV0); decode connects from ADDR1
 # (DEV1) to ADDR0:PORT. HB_MS/HB_MISSES/TOKEN/BOOTSTRAP_S override;
 # KVF_SCEN_RDMA adds keys to the rdma group (e.g. "qp_timeout = 14;").
 engine_conf() {
 	local f=$1 id=$2 role=$3 port=$4 extra=${5:-} side
-	if [ "$role" = prefill ]; then
-		side="device = \"$DEV0\"; listen_addr = \"$ADDR0\"; listen_port = $port;"
-	else
-		side="device = \"$DEV1\"; peer = \"$ADDR0:$port\";"
-		[ "$ADDR1" != "$ADDR0" ] && side="$side source_addr = \"$ADDR1\";"
-	fi
+	side=$(rdma_side "$role" "$port")
 	cat > "$f" <<CONF
 log: { level = "info"; };
 engine: { id = "$id"; max_blocks_per_room = 4096; summary_interval_s = 0; };

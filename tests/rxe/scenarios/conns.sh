@@ -22,12 +22,7 @@ port=18761
 # conf FILE ROLE EXTRA-RDMA-KEYS
 conf() {
 	local side
-	if [ "$2" = prefill ]; then
-		side="device = \"$DEV0\"; listen_addr = \"$ADDR0\"; listen_port = $port;"
-	else
-		side="device = \"$DEV1\"; peer = \"$ADDR0:$port\";"
-		[ "$ADDR1" != "$ADDR0" ] && side="$side source_addr = \"$ADDR1\";"
-	fi
+	side=$(rdma_side "$2" "$port")
 	cat > "$1" <<CONF
 log: { level = "${LOG_LEVEL:-warn}"; };
 engine: { max_blocks_per_room = 64; summary_interval_s = 0; ring_size = 1024;
