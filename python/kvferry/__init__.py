@@ -32,6 +32,7 @@ from ._kvferry import (
     Stats,
     WrongThreadError,
 )
+from ._version import __version__
 
 __all__ = [
     "FAN_MAX",
