@@ -105,10 +105,11 @@ void kvf_api_apply_early(kvf_engine *eng, struct kvf_slot *r, uint32_t conn)
 			continue;
 		}
 		eng->st.early_infos_expired++;
+		eng->st.room_infos_refused++;
 		kvf_warn("room", "room %#" PRIx64 ": ROOM_INFO parked from conn %u, but the room "
-			 "has no receiver left for it; aborting it", r->id, pi->peer);
+			 "has no receiver left for it; aborting it (room refused)", r->id, pi->peer);
 		if (eng->ops && pi->peer)
-			eng->ops->send_abort(eng->t, pi->peer, r->id, KVF_RECEIVER, KVF_FAIL_BAD_REQUEST);
+			eng->ops->send_abort(eng->t, pi->peer, r->id, KVF_RECEIVER, KVF_FAIL_REFUSED);
 		free(pi);
 	}
 }

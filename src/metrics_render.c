@@ -204,6 +204,10 @@ static void early_counters(const struct kvf_snap *s, struct kvf_buf *b)
 	counter(b, "kvferry_early_infos_refused_total",
 		"Early ROOM_INFOs not parked: engine.max_parked_info_bytes was reached.",
 		st->early_infos_refused);
+	counter(b, "kvferry_room_infos_refused_total",
+		"ROOM_INFOs answered at once with ABORT (reason refused): their room id was bound "
+		"to another connection, failed or finished, or another connection's ABORT was kept "
+		"for it.", st->room_infos_refused);
 }
 
 static void engine_counters(const struct kvf_snap *s, struct kvf_buf *b)
@@ -268,13 +272,22 @@ static void transport_counters(const struct kvf_snap *s, struct kvf_buf *b)
 	       "rdma.qps_per_peer of them per peer.");
 	kvf_buf_printf(b, "kvferry_connections %" PRIu64 "\n", s->tst.conns_live);
 	family(b, "kvferry_connections_held", "gauge", "Connections (queue pairs) not yet freed: "
-	       "up, or down and still draining (each holds its frame buffers).");
+	       "up, or down and still draining (each holds its QP).");
 	kvf_buf_printf(b, "kvferry_connections_held %" PRIu64 "\n", s->tst.conns_held);
 	counter(b, "kvferry_connects_total", "Peer connections started.", s->tst.connects);
 	counter(b, "kvferry_connect_backoffs_total", "Rooms failed at once because their peer "
 		"was in connect backoff (rdma.reconnect_backoff_ms).", s->tst.connect_backoffs);
 	counter(b, "kvferry_connections_over_max_total", "Connections refused because "
 		"rdma.max_conns were held already (-ENOSPC).", s->tst.conns_over_max);
+	family(b, "kvferry_frame_bytes", "gauge", "Bytes registered for control frames: the "
+	       "rails' shared receive queues and send frames, and each connection's AUTH page.");
+	kvf_buf_printf(b, "kvferry_frame_bytes %" PRIu64 "\n", s->tst.frame_bytes);
+	counter(b, "kvferry_srq_low_total", "Limit events of the shared receive queues: they "
+		"ran low (grown by rdma.rq_depth, or at rdma.srq_depth).", s->tst.srq_low);
+	counter(b, "kvferry_rx_stray_total", "Shared receive completions for a queue pair no "
+		"longer known (the frame was reused).", s->tst.rx_stray);
+	counter(b, "kvferry_tx_frame_waits_total", "Control frames that waited for a free send "
+		"frame (rdma.send_frames).", s->tst.tx_frame_waits);
 	counter(b, "kvferry_keepalives_acked_total", "HEARTBEATs of the poller thread that "
 		"completed: the peer's NIC acknowledged them (its host and the link, not its "
 		"process).", s->tst.keepalives_acked);

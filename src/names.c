@@ -28,6 +28,7 @@ static const char *const fail_names[] = {
 	[KVF_FAIL_BAD_REQUEST] = "bad request",
 	[KVF_FAIL_DEVICE] = "device fatal",
 	[KVF_FAIL_CONNECT] = "connect failed",
+	[KVF_FAIL_REFUSED] = "room refused",
 };
 _Static_assert(COUNT(fail_names) == KVF_FAIL_NUM, "fail_names");
 
@@ -224,6 +225,7 @@ static const char *const fail_tokens[] = {
 	[KVF_FAIL_BAD_REQUEST] = "bad_request",
 	[KVF_FAIL_DEVICE] = "device",
 	[KVF_FAIL_CONNECT] = "connect",
+	[KVF_FAIL_REFUSED] = "refused",
 };
 _Static_assert(COUNT(fail_tokens) == KVF_FAIL_NUM, "fail_tokens");
 

@@ -115,6 +115,49 @@ static int early_keep(struct kvf_engine *eng, struct kvf_early_ent *e)
 	return kvf_early_put(&eng->early, e);
 }
 
+/* A ROOM_INFO this prefill will never serve: answered at once with an ABORT
+ * (REASON_REFUSED, or the room's own reason where it failed unbound), so the
+ * decode room fails now instead of at deadlines.receiver_waiting_s. Safe
+ * only because nothing of ours was or will be written to that receiver for
+ * this id: callers never refuse a live room's own connection. */
+static void refuse_info(struct kvf_engine *eng, const struct kvf_event *ev, uint16_t reason,
+			const char *why)
+{
+	eng->st.room_infos_refused++;
+	kvf_info("room", "ROOM_INFO for room %#" PRIx64 " from conn %u refused (%s): ABORT (%s) "
+		 "sent back", ev->key, ev->peer, why, kvf_fail_reason_str(reason));
+	if (eng->ops && ev->peer)
+		eng->ops->send_abort(eng->t, ev->peer, ev->key, KVF_RECEIVER, reason);
+}
+
+/* A ROOM_INFO that kvf_early_put would not park (rc): only the same
+ * connection's second parked ROOM_INFO is a plain duplicate (the parked one
+ * serves its room); anything else means no sender room will take it. */
+static void not_parked(struct kvf_engine *eng, const struct kvf_event *ev, int rc)
+{
+	const struct kvf_early_ent *kept = kvf_early_peek(&eng->early, ev->key, KVF_SENDER);
+
+	if (rc == -EEXIST && kept && kept->kind == KVF_EARLY_INFO) {
+		kvf_room_ignore(eng, KVF_IGN_DUPLICATE, ev, "ROOM_INFO (already parked)");
+		return;
+	}
+	if (rc == -EPERM) {
+		/* A warning: another peer aborted a room id this one uses. */
+		kvf_warn("room", "ROOM_INFO for room %#" PRIx64 " from conn %u, but conn %u "
+			 "aborted that room id before it was created here", ev->key, ev->peer,
+			 kept ? kept->conn : 0);
+		kvf_room_ignore(eng, KVF_IGN_OTHER_CONN, ev,
+				"ROOM_INFO (another connection's ABORT is kept)");
+		refuse_info(eng, ev, KVF_FAIL_REFUSED, "another connection aborted that room id");
+	} else if (rc == -EEXIST) {
+		kvf_room_ignore(eng, KVF_IGN_DUPLICATE, ev, "ROOM_INFO (aborted before)");
+		refuse_info(eng, ev, KVF_FAIL_REFUSED, "this connection aborted that room id");
+	} else {
+		kvf_room_ignore(eng, KVF_IGN_UNKNOWN_ROOM, ev, "ROOM_INFO (parking table full)");
+		refuse_info(eng, ev, KVF_FAIL_REFUSED, "the early-event table is full");
+	}
+}
+
 /* The decode side may ask before we created the room: park its ROOM_INFO. */
 static void park_info(struct kvf_engine *eng, struct kvf_event *ev, struct kvf_peer_info *info)
 {
@@ -142,13 +185,38 @@ static void park_info(struct kvf_engine *eng, struct kvf_event *ev, struct kvf_p
 		return;
 	}
 	free(info);
-	if (rc == -EPERM)
-		kvf_room_ignore(eng, KVF_IGN_OTHER_CONN, ev,
-				"ROOM_INFO (another connection's entry is kept)");
-	else if (rc == -EEXIST)
-		kvf_room_ignore(eng, KVF_IGN_DUPLICATE, ev, "ROOM_INFO (already parked or aborted)");
-	else
-		kvf_room_ignore(eng, KVF_IGN_UNKNOWN_ROOM, ev, "ROOM_INFO (parking table full)");
+	not_parked(eng, ev, rc);
+}
+
+/* A ROOM_INFO for a sender room that cannot take it (bound, or terminal).
+ * A receiver that would wait for a room we will never serve hears so now:
+ * one whose room id is bound to another connection (a second decode using
+ * the id, one more than a fan-out has receivers, or the room took another
+ * connection's tombstone), one asking for a room we failed before any
+ * receiver was bound (told the room's own reason), and one asking again on
+ * the connection of a finished room with nothing of it in flight (a new
+ * receiver room reusing the id). A live room's own connection is never
+ * answered: that room writes to it and will end it itself. */
+static void info_for_bound(struct kvf_engine *eng, const struct kvf_slot *r,
+			   const struct kvf_event *ev)
+{
+	if (r->conn && r->conn != ev->peer) {
+		kvf_warn("room", "ROOM_INFO for room %#" PRIx64 " from conn %u, but the room is "
+			 "bound to conn %u (%s)", r->id, ev->peer, r->conn, kvf_poll_str(r->state));
+		kvf_room_ignore(eng, KVF_IGN_OTHER_CONN, ev, "ROOM_INFO");
+		refuse_info(eng, ev, KVF_FAIL_REFUSED, "the room is bound to another connection");
+		return;
+	}
+	if (!kvf_terminal(r)) {
+		kvf_room_ignore(eng, KVF_IGN_DUPLICATE, ev, "ROOM_INFO");
+		return;
+	}
+	kvf_room_ignore(eng, KVF_IGN_FINISHED_ROOM, ev, "ROOM_INFO");
+	if (!r->conn)
+		refuse_info(eng, ev, r->fail_reason ? r->fail_reason : KVF_FAIL_REFUSED,
+			    "the room failed before any ROOM_INFO came");
+	else if (r->flags & KVF_RF_QUIESCENT)
+		refuse_info(eng, ev, KVF_FAIL_REFUSED, "the room is finished");
 }
 
 static void on_peer_info(struct kvf_engine *eng, struct kvf_event *ev)
@@ -171,16 +239,7 @@ static void on_peer_info(struct kvf_engine *eng, struct kvf_event *ev)
 	}
 	/* Bound already (to this receiver or another): never rebound. */
 	free(info);
-	kvf_room_ignore(eng, kvf_terminal(r) && (!r->conn || r->conn == ev->peer)
-				     ? KVF_IGN_FINISHED_ROOM
-				     : KVF_IGN_DUPLICATE,
-			ev, "ROOM_INFO");
-	/* A receiver asking for a room we failed before any receiver was
-	 * bound must hear so, or it waits for its own deadline; so must one
-	 * more than a fan-out has receivers (every slot is bound to another),
-	 * or one coming after the fan failed. */
-	if (eng->ops && r->conn != ev->peer && (r->fan || (r->state == KVF_FAILED && !r->conn)))
-		eng->ops->send_abort(eng->t, ev->peer, r->id, KVF_RECEIVER, r->fail_reason);
+	info_for_bound(eng, r, ev);
 }
 
 /* ---------------------------------------------------------- ABORT, ACK */

@@ -88,6 +88,10 @@ enum kvf_fail_reason {
 	KVF_FAIL_DEVICE,       /* a fatal asynchronous device event */
 	KVF_FAIL_CONNECT,      /* the connection to the peer could not be made or
 	                          was rejected */
+	KVF_FAIL_REFUSED,      /* the prefill will not serve this ROOM_INFO: its room
+	                          id is bound to another connection, already failed
+	                          or finished, or aborted before the room existed
+	                          (an ABORT's reason; docs/wire.md 7.2) */
 	KVF_FAIL_NUM
 };
 

@@ -97,6 +97,22 @@ struct kvf_stats {
 	 * decode its room failed connect_failed, on a prefill the peer's
 	 * connect request was rejected. */
 	uint64_t conns_over_max;
+	/* ROOM_INFOs the prefill answered at once with an ABORT instead of
+	 * serving them (docs/wire.md 7.2): their room id was bound to another
+	 * connection, failed or finished, or another connection's ABORT was
+	 * kept for it. Each is also counted in ignored[]. */
+	uint64_t room_infos_refused;
+	/* Frames, per rail and not per peer (docs/design.md, "Frames: per
+	 * rail, not per peer"): the bytes registered for them (gauge: the
+	 * shared receive queue's frames, the send frames, each connection's
+	 * AUTH page), the shared receive queue's limit events (it ran low:
+	 * grown, or at rdma.srq_depth), its completions for a queue pair no
+	 * longer known (the frame reused), and control frames that waited
+	 * for a free send frame (rdma.send_frames). */
+	uint64_t frame_bytes;
+	uint64_t srq_low;
+	uint64_t rx_stray;
+	uint64_t tx_frame_waits;
 };
 #define KVF_STATS_INIT { .size = sizeof(struct kvf_stats) }
 

@@ -85,6 +85,11 @@ class Stats(structseq[Any], Tuple[Any, ...]):
             "auth_refused",
             "auth_dropped",
             "conns_over_max",
+            "room_infos_refused",
+            "frame_bytes",
+            "srq_low",
+            "rx_stray",
+            "tx_frame_waits",
         )
     @property
     def rooms(self) -> Dict[str, int]: ...
@@ -174,6 +179,16 @@ class Stats(structseq[Any], Tuple[Any, ...]):
     def auth_dropped(self) -> int: ...
     @property
     def conns_over_max(self) -> int: ...
+    @property
+    def room_infos_refused(self) -> int: ...
+    @property
+    def frame_bytes(self) -> int: ...
+    @property
+    def srq_low(self) -> int: ...
+    @property
+    def rx_stray(self) -> int: ...
+    @property
+    def tx_frame_waits(self) -> int: ...
 
 
 @final

@@ -84,7 +84,12 @@ static const char *auth_name(int i) { return kvf_auth_refusal_str((enum kvf_auth
 	U(auth_ok, "peers whose proof of rdma.auth_token held") \
 	C(auth_refused, KVF_AUTH_NUM, auth_name, "connections refused before they carried anything, per reason name") \
 	U(auth_dropped, "frames dropped unread from peers that had not proved themselves") \
-	U(conns_over_max, "connections refused: rdma.max_conns were held")
+	U(conns_over_max, "connections refused: rdma.max_conns were held") \
+	U(room_infos_refused, "ROOM_INFOs answered at once with ABORT (room refused, taken or finished)") \
+	U(frame_bytes, "gauge: bytes registered for frames (shared receive queue, send frames, AUTH pages)") \
+	U(srq_low, "shared receive queue limit events (it ran low)") \
+	U(rx_stray, "shared receive completions for a queue pair no longer known (frame reused)") \
+	U(tx_frame_waits, "control frames that waited for a free send frame (rdma.send_frames)")
 
 #define STATS_DESC_U(f, doc) { #f, doc },
 #define STATS_DESC_C(f, n, fn, doc) { #f, doc },

@@ -417,6 +417,21 @@ Test(metrics, connections_over_max)
 	free(b.p);
 }
 
+/* ROOM_INFOs answered at once with ABORT (room refused; issue 43). */
+Test(metrics, room_infos_refused)
+{
+	static struct kvf_snap snap; /* zero: no rooms, no histograms */
+	struct kvf_buf b = { 0 };
+
+	snap.st.room_infos_refused = 4;
+	kvf_render_metrics(&snap, &b);
+	cr_assert(!b.failed && b.p);
+	cr_assert(prom_parse(&pa, b.p), "%s", pa.err);
+	cr_expect_eq(prom_get(&pa, "kvferry_room_infos_refused_total"), 4);
+	cr_expect_eq(prom_get(&pa, "kvferry_room_failures_total{role=\"receiver\",reason=\"refused\"}"), 0);
+	free(b.p);
+}
+
 Test(metrics, rails_each_have_their_series)
 {
 	static struct kvf_snap snap; /* zero: no rooms, no histograms */

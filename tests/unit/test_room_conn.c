@@ -65,19 +65,27 @@ Test(room_conn, second_room_info_never_rebinds_a_sender)
 
 	push_info(eng, 102, 8, 0x200000009ull, 4);
 	kvf_progress(eng);
-	cr_assert_eq(stats().ignored[KVF_IGN_DUPLICATE], 1);
+	cr_assert_eq(stats().ignored[KVF_IGN_OTHER_CONN], 1);
+	/* conn 8's receiver will never be served: it is told so at once */
+	cr_assert_eq(f.aborts_on[8], 1);
+	cr_assert_eq(f.abort_reason, KVF_FAIL_REFUSED);
+	cr_assert_eq(f.abort_role, KVF_RECEIVER);
+	cr_assert_eq(stats().room_infos_refused, 1);
 	cr_assert_eq(kvf_sender_send(eng, h, src, 4), 0);
 	cr_assert_eq(f.write_conn, 7, "the writes go to the room's own receiver");
 	cr_assert_eq(f.write_imm, kvf_imm(5, 1), "with its handle, not conn 8's");
-	/* and conn 8's ROOM_INFO after it failed neither rebinds it nor aborts
-	 * conn 7's receiver on conn 8 */
+	/* and conn 8's ROOM_INFO after it failed neither rebinds it nor
+	 * aborts conn 7's receiver before its writes drained */
 	kvf_abort(eng, h);
 	push_info(eng, 102, 8, 0x200000009ull, 4);
 	kvf_progress(eng);
+	cr_assert_eq(f.aborts_on[8], 2, "refused again");
+	cr_assert_eq(f.aborts_on[7], 0, "a write of conn 7's is outstanding");
 	push_wc(eng, h, 0);
 	kvf_progress(eng);
-	cr_assert_eq(f.aborts, 1);
+	cr_assert_eq(f.aborts_on[7], 1);
 	cr_assert_eq(f.abort_conn, 7);
+	cr_assert_eq(f.aborts, 3);
 }
 
 /* A receiver is bound when kvf_receiver_init sends its ROOM_INFO. */
