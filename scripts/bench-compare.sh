@@ -5,7 +5,7 @@
 # their ratios, JSON and two plots.
 #
 #   scripts/bench-compare.sh [--quick] [--spin]
-#       [--only perftest,ucx,uct,sweep,five,goals,python,policy,wait,idle] [--out DIR]
+#       [--only perftest,ucx,uct,sweep,five,goals,python,policy,wait,idle,peers] [--out DIR]
 #
 # In the guest (two rxe devices on a veth pair), at 64 B, 2 KiB, 16 KiB,
 # 64 KiB and 1 MiB: ib_write_bw and ib_write_lat (RoCE v2, -u 18, DEV1 ->
@@ -28,7 +28,10 @@
 # default run, whose goals include both; wait: ib_write_lat and
 # ib_send_lat 64 B and ib_write_bw 16 KiB, then the 64 B latency goal and the 16 KiB goal each
 # spinning and with --wait, with the default poller and rdma.poll_idle_us 0;
-# idle: the 64 B goal with rdma.poll_idle_us set per side, see idle_part).
+# idle: the 64 B goal with rdma.poll_idle_us set per side, see idle_part;
+# peers: kvferry against Mooncake's transfer engine and NIXL, issue 39, see
+# peers_part; not in the default run: it needs .venv-peers, which
+# scripts/bench_peers_venv.sh makes from bench/requirements-peers.txt).
 # The goals run with kvferry-bench --wait (the schedulers sleep in
 # kvf_engine_wait instead of spinning: better on each, docs/performance.md);
 # lat64-spin and sglang-spin are the latency and SGLang goals spinning.
@@ -241,7 +244,7 @@ uct_rooms() {
 step() { [ -z "$only" ] || [[ ,$only, == *,$1,* ]]; }
 # guest_steps: whether a step that runs in the guest is on (python alone
 # needs no boot)
-guest_steps() { [ -z "$only" ] || [[ ,$only, =~ ,(perftest|ucx|uct|sweep|five|goals|policy|wait|idle), ]]; }
+guest_steps() { [ -z "$only" ] || [[ ,$only, =~ ,(perftest|ucx|uct|sweep|five|goals|policy|wait|idle|peers), ]]; }
 
 inner_run() {
 	local s r n
@@ -284,6 +287,7 @@ inner_run() {
 	fi
 	[[ ,$only, == *,wait,* ]] && wait_part
 	[[ ,$only, == *,idle,* ]] && idle_part
+	[[ ,$only, == *,peers,* ]] && peers_part
 	if step five; then five_16k; fi
 	step goals || return 0
 	n=$((quick ? 30 : 80))
@@ -423,6 +427,111 @@ five_16k() {
 	done
 }
 
+# --only peers (issue 39): kvferry, Mooncake's transfer engine and NIXL (UCX
+# backend, host memory), each as two processes, prefill on DEV0 writing into
+# the decode on DEV1, moving the same rooms (scripts/bench_peers.py drives
+# the peers the way SGLang 0.5.18's backends do, and takes kvferry-bench's
+# block lists). Layouts (PEER_LAYOUTS): c64k contiguous 64 KiB blocks, 8
+# buffers x 8 blocks a room; r16k 16 KiB blocks, 8 x 8, rotated (five rounds
+# of the three, interleaved); sgl1 and sgl16 SGLang's fragmented layout at
+# page size 1 (2 KiB pages, 64 a request) and 16 (32 KiB pages, 4 a request),
+# 16 buffers, the same bytes a room; lat64 one 64 B block a room, one room
+# in flight (latency). kvferry waits like the goals (--wait). Logs and JSON in
+# raw/peer-PEER-LAYOUT[-runN].{json,prefill.json,decode.log,prefill.log}
+# and raw/kvf-peers-LAYOUT[-runN].json. NIXL's UCX settings: the first of
+# PEER_UCX that gives a figure is kept (raw/peer-nixl-ucx.txt).
+# KVF_PEERS_LAYOUTS=a,b: those layouts only; KVF_PEERS_TIMEOUT: each peer
+# process's limit (default 300 s).
+PEER_LAYOUTS=(
+	"c64k --buffers 8 --blocks-per-room 8 --block-size 65536 --layout contiguous --window 8"
+	"r16k --buffers 8 --blocks-per-room 8 --block-size 16384 --layout rotated --window 8"
+	"sgl1 --buffers 16 --blocks-per-room 64 --block-size 2048 --layout sglang --window 8"
+	"sgl16 --buffers 16 --blocks-per-room 4 --block-size 32768 --layout sglang --window 8"
+	"lat64 --buffers 1 --blocks-per-room 1 --block-size 64 --layout contiguous --window 1"
+)
+PEER_UCX=("UCX_TLS=rc" "UCX_TLS=rc_verbs,ud_verbs" "UCX_TLS=tcp")
+peer_ucx=''
+# peer_rooms LAYOUT: about 64 MiB a bandwidth run (16 MiB quick), 500
+# rooms at 64 B (100 quick)
+peer_rooms() {
+	local mib=$((quick ? 16 : 64))
+	case $1 in
+	c64k) echo $((mib / 4)) ;;
+	r16k) echo $((mib)) ;;
+	sgl1|sgl16) echo $((mib / 2)) ;;
+	lat64) echo $((quick ? 100 : 500)) ;;
+	esac
+}
+
+# peer PEER TAG ARGS: bench_peers.py, decode on DEV1 then prefill on DEV0;
+# returns nonzero when the decode wrote no JSON
+peer() {
+	local p=$1 r=$out/raw/peer-$1-$2 e0=() e1=() py=${KVF_PEERS_PY:?}
+	shift 2
+	port=$((port + 1))
+	if [ "$p" = mooncake ]; then
+		e0=(MC_GID_INDEX="${KVF_RXE_GID0:-0}") e1=(MC_GID_INDEX="${KVF_RXE_GID1:-0}")
+	else
+		# shellcheck disable=SC2206
+		e0=($peer_ucx UCX_NET_DEVICES="$DEV0:1" UCX_IB_GID_INDEX="${KVF_RXE_GID0:-auto}")
+		# shellcheck disable=SC2206
+		e1=($peer_ucx UCX_NET_DEVICES="$DEV1:1" UCX_IB_GID_INDEX="${KVF_RXE_GID1:-auto}")
+		[[ $peer_ucx == *tcp* ]] && e0=("$peer_ucx") e1=("$peer_ucx")
+	fi
+	rm -f "$r.json" "$r.prefill.json"
+	run_logged "$r.decode.log" /usr/bin/time -f 'cpu_s user=%U sys=%S' -o "$r.decode.cpu" \
+		env "${e1[@]}" timeout -k 5 "${KVF_PEERS_TIMEOUT:-300}" "$py" "$KVF_REPO/scripts/bench_peers.py" --peer "$p" \
+		--role decode --dev "$DEV1" --addr "$ADDR1" --ctrl $port --out "$r.json" "$@" &
+	run_logged "$r.prefill.log" /usr/bin/time -f 'cpu_s user=%U sys=%S' -o "$r.prefill.cpu" \
+		env "${e0[@]}" timeout -k 5 "${KVF_PEERS_TIMEOUT:-300}" "$py" "$KVF_REPO/scripts/bench_peers.py" --peer "$p" \
+		--role prefill --dev "$DEV0" --addr "$ADDR0" --ctrl $port --out "$r.prefill.json" "$@" ||
+		kvf_log "$p prefill ($r) failed: $(tail -n 2 "$r.prefill.log")"
+	wait || kvf_log "$p decode ($r) failed: $(tail -n 2 "$r.decode.log")"
+	kvf_log "$p ${r##*/}: $(cat "$r.json" 2> /dev/null || echo no figure)"
+	[ -s "$r.json" ]
+}
+
+# nixl_peer TAG ARGS: NIXL with the kept UCX setting, or the first of
+# PEER_UCX that gives a figure (each try's logs kept as TAG.tryN)
+nixl_peer() {
+	local tag=$1 k f
+	shift
+	if [ -n "$peer_ucx" ]; then peer nixl "$tag" "$@" || true; return 0; fi
+	for k in "${!PEER_UCX[@]}"; do
+		peer_ucx=${PEER_UCX[$k]}
+		if peer nixl "$tag" "$@"; then
+			echo "$peer_ucx" > "$out/raw/peer-nixl-ucx.txt"
+			return 0
+		fi
+		for f in "$out/raw/peer-nixl-$tag".*.log; do cp "$f" "${f%.log}.try$k.log"; done
+	done
+	peer_ucx=${PEER_UCX[0]}
+	echo "none of: ${PEER_UCX[*]}" > "$out/raw/peer-nixl-ucx.txt"
+}
+
+peers_part() {
+	local l name args i seed=20 rounds
+	for l in "${PEER_LAYOUTS[@]}"; do
+		name=${l%% *} args=${l#* } rounds=1
+		# KVF_PEERS_LAYOUTS: some layouts only (a comma list of names)
+		[ -n "${KVF_PEERS_LAYOUTS:-}" ] && [[ ,$KVF_PEERS_LAYOUTS, != *,$name,* ]] && continue
+		[ "$name" = r16k ] && rounds=5
+		for ((i = 1; i <= rounds; i++)); do
+			local tag=$name
+			[ $rounds -gt 1 ] && tag=$name-run$i
+			seed=$((seed + 1))
+			kvf_log "peers: $tag ($args), round $i of $rounds"
+			# shellcheck disable=SC2086
+			kvf "peers-$tag" --rooms "$(peer_rooms "$name")" $args --verify-rooms 4 \
+				--seed $seed "${gwait[@]+"${gwait[@]}"}"
+			# shellcheck disable=SC2086
+			peer mooncake "$tag" --rooms "$(peer_rooms "$name")" $args --seed $seed || true
+			# shellcheck disable=SC2086
+			nixl_peer "$tag" --rooms "$(peer_rooms "$name")" $args --seed $seed
+		done
+	done
+}
+
 # The 16 KiB goal with pollers that sleep at once (rdma.poll_idle_us 0);
 # --only policy: with ib_write_bw at 16 KiB and the default first.
 policy_16k() {
@@ -451,6 +560,11 @@ share=() qarg=()
 [ -n "$only" ] && qarg+=(--only "$only")
 [ ${#gwait[@]} = 0 ] && qarg+=(--spin)
 case $build/ in "$KVF_REPO"/*) ;; *) share=(--share "$build") ;; esac
+if [[ ,$only, == *,peers,* ]]; then
+	KVF_PEERS_PY=$("$KVF_REPO/scripts/bench_peers_venv.sh") || kvf_die "the peers' venv failed"
+	export KVF_PEERS_PY
+	"$KVF_PEERS_PY" -m pip freeze 2> /dev/null > "$out/peers-freeze.txt" || true
+fi
 if guest_steps; then
 	"$KVF_REPO/scripts/rxe-vm.sh" --devices 2 --rw --timeout "${KVF_VM_TIMEOUT:-1500}" \
 		"${share[@]+"${share[@]}"}" -- scripts/bench-compare.sh --inner --out "$out" \

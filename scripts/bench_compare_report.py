@@ -3,7 +3,9 @@
 perftest, ucx_perftest and kvferry-bench outputs, the host's
 bench_python.py), prints every raw figure and the ratios against issue 11's
 and issue 26's goals, writes DIR/results.json and draws DIR/bandwidth.svg
-and DIR/latency.svg with gnuplot. A figure whose log is absent or holds no
+and DIR/latency.svg with gnuplot; where the peers step ran (issue 39),
+kvferry against Mooncake's transfer engine and NIXL per layout, its goals,
+and DIR/peers.svg. A figure whose log is absent or holds no
 result is None in the JSON and "no figure" in the table, with the log.
 
     bench_compare_report.py DIR
@@ -470,6 +472,200 @@ plot '{d}/latency.dat' u 1:2 w l t 'LAST send -> decode SUCCESS', \\
         print("gnuplot not found: no plots (install gnuplot-nox)")
 
 
+# ---- the peers step (issue 39) ---------------------------------------------
+PEER_LAYOUTS = (("c64k", "contiguous 64 KiB blocks, 8 buffers x 8 a room"),
+                ("r16k", "16 KiB blocks, 8 buffers x 8 a room, rotated"),
+                ("sgl1", "SGLang layout, page size 1 (2 KiB pages, 16 buffers x 64)"),
+                ("sgl16", "SGLang layout, page size 16 (32 KiB pages, 16 buffers x 4)"),
+                ("lat64", "one 64 B block a room, one room in flight"))
+PEERS = ("mooncake", "nixl")
+
+
+def kvf_peer_figures(raw, tag):
+    """kvferry-bench's run of a peers layout, in the peers' terms."""
+    k = kvf_json(f"{raw}/kvf-peers-{tag}.json")
+    pre = kvf_json(f"{raw}/kvf-peers-{tag}.prefill.json")
+    if not k:
+        return None
+    if pre:
+        k["prefill_process"] = pre
+    # the processes' CPU over the timed pass (every thread), as the peers'
+    procs = [pick(x, "cpu_s", "process") for x in (k, pre)]
+    cpu = sum(procs) / (k["bytes"] / 1e9) if None not in procs and k.get("bytes") else None
+    return {"gbit_per_s": k.get("gbit_per_s"), "p50_us": pick(k, "send_to_success_us", "p50"),
+            "p99_us": pick(k, "send_to_success_us", "p99"), "cpu_s_per_gb": cpu,
+            "sched_pollers_cpu_s_per_gb": kvf_cpu_per_gb(k),
+            "decode_per_room": k.get("decode_per_room"),
+            "prefill_per_room": pick(pre, "prefill_per_room"),
+            "log": f"raw/kvf-peers-{tag}.json"}
+
+
+def peer_figures(raw, peer, tag):
+    """bench_peers.py's decode and prefill JSON of a run: bandwidth, the
+    send -> seen-on-the-decode latency, both processes' CPU seconds over
+    the timed pass per GB (1e9 bytes)."""
+    d = kvf_json(f"{raw}/peer-{peer}-{tag}.json")
+    p = kvf_json(f"{raw}/peer-{peer}-{tag}.prefill.json")
+    if not d:
+        return None
+    cpu = (d["cpu_s"] + p["cpu_s"]) / (d["bytes"] / 1e9) if p else None
+    return {"gbit_per_s": d.get("gbit_per_s"), "p50_us": pick(d, "send_to_seen_us", "p50"),
+            "p99_us": pick(d, "send_to_seen_us", "p99"), "cpu_s_per_gb": cpu,
+            "check": d.get("check"),
+            # Mooncake: the merged runs asked for (one batch entry each);
+            # NIXL: the page descriptors handed over (before its own merging)
+            "requests_per_room": (p.get("writes_requested") or p.get("descs_requested") or 0)
+            / p["rooms"] if p else None,
+            "sender_wait_us": p and (p.get("sync_write_us") or p.get("post_to_done_us")),
+            "log": f"raw/peer-{peer}-{tag}.json"}
+
+
+def median_run(runs):
+    """The round with the median kvferry bandwidth (the figure shown for a
+    layout with several rounds)."""
+    ok = [r for r in runs if pick(r, "kvferry", "gbit_per_s") is not None]
+    if not ok:
+        return runs[0] if runs else None
+    return sorted(ok, key=lambda r: r["kvferry"]["gbit_per_s"])[len(ok) // 2]
+
+
+def peers_figures(raw):
+    """Per layout: kvferry's and each peer's figures and the ratios
+    kvferry / peer; None where the step did not run."""
+    if not any(f.startswith("peer-") for f in (os.listdir(raw) if os.path.isdir(raw) else [])):
+        return None
+    out = {"ucx": read(f"{raw}/peer-nixl-ucx.txt").strip() or None}
+    for name, what in PEER_LAYOUTS:
+        tags = [name] if os.path.exists(f"{raw}/kvf-peers-{name}.json") or \
+            not os.path.exists(f"{raw}/kvf-peers-{name}-run1.json") else \
+            [f"{name}-run{i}" for i in range(1, 6)]
+        runs = []
+        for t in tags:
+            r = {"tag": t, "kvferry": kvf_peer_figures(raw, t)}
+            for p in PEERS:
+                r[p] = peer_figures(raw, p, t)
+                r[f"ratio_{p}"] = {m: ratio(pick(r, "kvferry", m), pick(r, p, m))
+                                   for m in ("gbit_per_s", "p50_us", "p99_us", "cpu_s_per_gb")}
+            runs.append(r)
+        shown = median_run(runs)
+        out[name] = {"what": what, "shown": shown, "runs": runs if len(runs) > 1 else None}
+    return out
+
+
+def peers_goals(pf):
+    """Issue 39's goals: kvferry >= 1.0x each peer's bandwidth on every
+    layout, CPU per GB <= the peer's, p50 latency <= the peer's (at 64 B);
+    the 16 KiB layout in five of five rounds."""
+    rows = []
+    for name, _ in PEER_LAYOUTS:
+        r = pick(pf, name, "shown")
+        if not r or not any(r.get(w) for w in ("kvferry",) + PEERS):
+            continue
+        for p in PEERS:
+            q = r[f"ratio_{p}"]
+            # at 64 B, one room in flight, the latency is the figure: the
+            # bandwidth and CPU per GB are shown, not judged
+            bw_goal = None if name == "lat64" else 1.0
+            checks = [("bandwidth kvferry / peer", "gbit_per_s", bw_goal, False)]
+            checks.append(("CPU s/GB kvferry / peer", "cpu_s_per_gb", bw_goal, True))
+            checks.append(("p50 latency kvferry / peer", "p50_us", 1.0 if name == "lat64" else None,
+                           True))
+            for what, m, goal, le in checks:
+                rv = q[m]
+                rows.append({"layout": name, "peer": p, "measure": what,
+                             "kvferry": pick(r, "kvferry", m), "peer_figure": pick(r, p, m),
+                             "ratio": rv, "goal": "-" if goal is None else ("<= " if le else ">= ")
+                             + str(goal), "met": None if rv is None or goal is None else
+                             (rv <= goal if le else rv >= goal)})
+    for p in PEERS:
+        runs = pick(pf, "r16k", "runs") or []
+        rs = [pick(r, f"ratio_{p}", "gbit_per_s") for r in runs]
+        if rs:
+            met = sum(1 for x in rs if x is not None and x >= 1.0)
+            rows.append({"layout": "r16k", "peer": p, "measure": "bandwidth, rounds >= 1.0",
+                         "kvferry": f"{met} of {len(rs)}", "peer_figure": None,
+                         "ratio": ", ".join(fmt(x) for x in rs), "goal": "5 of 5",
+                         "met": met == 5 and len(rs) == 5})
+    return rows
+
+
+def print_peers(pf, rows):
+    print(f"peers (issue 39); NIXL's UCX setting: {pf.get('ucx')}")
+    print(f"{'layout':<7} {'who':<9} {'Gb/s':>8} {'p50 us':>9} {'p99 us':>9} {'CPU s/GB':>9}"
+          f"  kvferry/peer: {'bw':>6} {'p50':>6} {'p99':>6} {'cpu':>6}")
+    for name, _ in PEER_LAYOUTS:
+        r = pick(pf, name, "shown")
+        if not r or not any(r.get(w) for w in ("kvferry",) + PEERS):
+            continue
+        for who in ("kvferry",) + PEERS:
+            f = r.get(who)
+            q = r.get(f"ratio_{who}", {})
+            print(f"{name:<7} {who:<9} {fmt(pick(f, 'gbit_per_s')):>8} {fmt(pick(f, 'p50_us')):>9}"
+                  f" {fmt(pick(f, 'p99_us')):>9} {fmt(pick(f, 'cpu_s_per_gb')):>9}" +
+                  ("" if who == "kvferry" else
+                   f"  {'':>13} {fmt(q.get('gbit_per_s')):>6} {fmt(q.get('p50_us')):>6}"
+                   f" {fmt(q.get('p99_us')):>6} {fmt(q.get('cpu_s_per_gb')):>6}") +
+                  ("" if f else "  no figure"))
+        k = r.get("kvferry") or {}
+        print(f"  kvferry per room: decode {k.get('decode_per_room')}, prefill "
+              f"{k.get('prefill_per_room')}; scheduler + pollers CPU s/GB "
+              f"{fmt(k.get('sched_pollers_cpu_s_per_gb'))}")
+        for p in PEERS:
+            c = pick(r, p, "check")
+            if c and c.get("blocks_bad"):
+                print(f"  {p}: {c['blocks_bad']} blocks wrong in the check")
+            if r.get(p):
+                print(f"  {p}: {fmt(r[p]['requests_per_room'])} requests a room; the sender's "
+                      f"{'sync write' if p == 'mooncake' else 'post -> DONE'} p50/p99 "
+                      f"{pick(r[p], 'sender_wait_us', 'p50')}/{pick(r[p], 'sender_wait_us', 'p99')} us")
+    print()
+    w = max(len(x["measure"]) for x in rows) if rows else 10
+    print(f"{'layout':<7} {'peer':<9} {'measure':<{w}} {'ratio':>24} {'goal':>7}  met")
+    for x in rows:
+        print(f"{x['layout']:<7} {x['peer']:<9} {x['measure']:<{w}} {fmt(x['ratio']):>24} "
+              f"{x['goal']:>7}  {fmt(x['met']) if x['met'] is not None else '-'}")
+
+
+def plot_peers(d, pf):
+    """DIR/peers.svg: bandwidth per layout (kvferry, Mooncake, NIXL) and
+    the 64 B p50/p99."""
+    with open(f"{d}/peers.dat", "w") as f:
+        f.write("# layout kvferry mooncake nixl (Gb/s; -1 none)\n")
+        for name, _ in PEER_LAYOUTS[:-1]:
+            r = pick(pf, name, "shown") or {}
+            f.write(f'"{name}" ' + " ".join(str(pick(r, w, "gbit_per_s") or -1)
+                                            for w in ("kvferry",) + PEERS) + "\n")
+    with open(f"{d}/peers-lat.dat", "w") as f:
+        f.write("# percentile kvferry mooncake nixl (64 B, us; -1 none)\n")
+        r = pick(pf, "lat64", "shown") or {}
+        for m in ("p50_us", "p99_us"):
+            f.write(f'"{m[:3]}" ' + " ".join(str(pick(r, w, m) or -1)
+                                           for w in ("kvferry",) + PEERS) + "\n")
+    gp = f"""set terminal svg size 900,420 dynamic background rgb 'white'
+set output '{d}/peers.svg'
+set datafile missing '-1'
+set multiplot layout 1,2 title 'kvferry, Mooncake TE and NIXL (UCX) on the same two soft-RoCE devices, one guest'
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.8 border -1
+set key top left
+set ylabel 'Gb/s'
+set title 'bandwidth per layout'
+plot '{d}/peers.dat' u ($2<0?0:$2):xtic(1) t 'kvferry', '' u ($3<0?0:$3) t 'Mooncake TE', \
+     '' u ($4<0?0:$4) t 'NIXL'
+set ylabel 'microseconds'
+set logscale y
+set title '64 B, one room in flight: send -> seen by the receiver'
+plot '{d}/peers-lat.dat' u ($2<0?1/0:$2):xtic(1) t 'kvferry', '' u ($3<0?1/0:$3) t 'Mooncake TE', \
+     '' u ($4<0?1/0:$4) t 'NIXL'
+unset multiplot
+"""
+    with open(f"{d}/peers.gp", "w") as f:
+        f.write(gp)
+    if shutil.which("gnuplot"):
+        subprocess.run(["gnuplot", f"{d}/peers.gp"], check=False)
+
+
 def main():
     d = sys.argv[1] if len(sys.argv) > 1 else "build/bench-compare"
     res = raw_figures(f"{d}/raw")
@@ -482,6 +678,14 @@ def main():
     if five:
         res["five_16k_summary"] = five
         print(five)
+    pf = peers_figures(f"{d}/raw")
+    if pf:
+        res["peers"] = pf
+        res["peers_goals"] = peers_goals(pf)
+        res["peers_versions"] = read(f"{d}/peers-freeze.txt").split()
+        print()
+        print_peers(pf, res["peers_goals"])
+        plot_peers(d, pf)
     with open(f"{d}/results.json", "w") as f:
         json.dump(res, f, indent=1, default=str)
     plot(d, res)

@@ -202,12 +202,16 @@ def mooncake_prefill(o, ctrl, bufs):
             plans[p] = (s, d, n)
         return plans[p]
 
+    calls = []  # how long each timed room's batch_transfer_sync_write took (us)
+
     def room(i, tag):
         s, d, n = plan(i)
         t = now_ns()
         rc = e.batch_transfer_sync_write(session, s, d, n)
         if rc != 0:
             raise SystemExit(f"bench_peers: mooncake batch_transfer_sync_write room {i} = {rc}")
+        if tag == "timed":
+            calls.append((now_ns() - t) / 1000)
         ctrl.send({"room": i, "tag": tag, "sent": t})
         return len(s)
 
@@ -234,7 +238,8 @@ def mooncake_prefill(o, ctrl, bufs):
         th.join()
     if err:
         raise err[0]
-    return {"cpu_s": cpu_s() - c0, "seconds": (now_ns() - t0) / 1e9, "writes_requested": sum(writes)}
+    return {"cpu_s": cpu_s() - c0, "seconds": (now_ns() - t0) / 1e9, "writes_requested": sum(writes),
+            "sync_write_us": {"p50": pct(calls, 50), "p99": pct(calls, 99)}}
 
 
 def mooncake_decode(o, ctrl, bufs):
@@ -303,6 +308,8 @@ def nixl_prefill(o, ctrl, bufs):
         s, d = room_lists(o, i)
         return (offs + s[None, :]).ravel(), (offs + d[None, :]).ravel()
 
+    posted, done = {}, []  # post time per live handle; post -> DONE (us)
+
     def post(i, tag):
         si, di = indices(i)
         t = now_ns()
@@ -312,12 +319,14 @@ def nixl_prefill(o, ctrl, bufs):
         st = a.transfer(h)
         if st == "ERR":
             raise SystemExit(f"bench_peers: NIXL transfer room {i}: ERR")
+        posted[h] = t
         return h
 
     def finish(h, i):
         while True:
             st = a.check_xfer_state(h)
             if st == "DONE":
+                done.append((now_ns() - posted.pop(h)) / 1000)
                 a.release_xfer_handle(h)
                 return True
             if st == "ERR":
@@ -328,6 +337,7 @@ def nixl_prefill(o, ctrl, bufs):
     while not finish(h, 0):
         time.sleep(o.poll_us / 1e6)
     ctrl.recv()  # the decode's go
+    done.clear()
     c0, t0 = cpu_s(), now_ns()
     live = {}  # partition -> (handle, room)
     i = 0
@@ -344,7 +354,8 @@ def nixl_prefill(o, ctrl, bufs):
         if not progressed:
             time.sleep(o.poll_us / 1e6)
     out = {"cpu_s": cpu_s() - c0, "seconds": (now_ns() - t0) / 1e9,
-           "descs_requested": o.rooms * o.buffers * o.blocks_per_room}
+           "descs_requested": o.rooms * o.buffers * o.blocks_per_room,
+           "post_to_done_us": {"p50": pct(done, 50), "p99": pct(done, 99)}}
     ctrl.recv()  # the decode has seen every room: only then tear down
     return out
 
@@ -436,7 +447,7 @@ def main():
         lat = [(b - a) / 1000 for a, b in zip(sent, seen)]
         secs = (max(seen) - min(sent)) / 1e9
         nbytes = o.rooms * o.buffers * o.blocks_per_room * o.block_size
-        res = {"gbit_per_s": round(nbytes * 8 / secs / 1e9, 4), "seconds": round(secs, 4),
+        res = {"gbit_per_s": float(f"{nbytes * 8 / secs / 1e9:.5g}"), "seconds": round(secs, 4),
                "bytes": nbytes, "rooms_per_s": round(o.rooms / secs, 1),
                "send_to_seen_us": {"p50": pct(lat, 50), "p99": pct(lat, 99), "p999": pct(lat, 99.9)},
                "cpu_s": c, "check": check(o, bufs)}
