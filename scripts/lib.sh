@@ -28,10 +28,10 @@ KVF_REQUIREMENTS=$KVF_REPO/tests/requirements.txt
 KVF_PKGS_RDMA=(rdma-core ibverbs-utils ibverbs-providers rdmacm-utils perftest
 	iproute2 kmod)
 KVF_PKGS_VM=(qemu-system-x86 linux-image-amd64 busybox-static cpio)
-# Only scripts/wheel-test.sh (patchelf: auditwheel repair) and
-# scripts/deb-test.sh (dpkg-buildpackage, lintian; man-db and bsdextrautils'
-# col read the man pages).
-KVF_PKGS_PKG=(debhelper dh-python dpkg-dev lintian patchelf cpio man-db bsdextrautils)
+# Only scripts/wheel-test.sh (patchelf: auditwheel repair; python3-venv: the
+# user's venv of Debian's python3, 3.13 on Debian 13) and scripts/deb-test.sh
+# (dpkg-buildpackage, lintian; man-db and bsdextrautils' col read the man pages).
+KVF_PKGS_PKG=(debhelper dh-python dpkg-dev lintian patchelf python3-venv cpio man-db bsdextrautils)
 # Only scripts/bench-compare.sh: UCX's ucx_perftest and the plots.
 KVF_PKGS_BENCH=(ucx-utils gnuplot-nox time)
 

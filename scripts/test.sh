@@ -17,6 +17,8 @@
 #    (pytest tests/vllm, no RDMA), all with KVF_PY, and installs the package
 #    with pip into a scratch dir;
 # 3b. checks the room protocol model with spin (tests/model/run.sh);
+# 3c. builds the wheel and tests it installed into a fresh venv of another
+#    Python (scripts/wheel-test.sh), and the Debian packages (scripts/deb-test.sh);
 # 4. runs the RDMA suite tests/rxe/run.sh: on this host's RDMA device when it
 #    has one (ibv_devices lists one), else inside a qemu guest with soft-RoCE
 #    (scripts/rxe-vm.sh);
@@ -178,6 +180,16 @@ section "protocol model (spin)"
 summarized model '' '^model: [0-9]+ passed, [0-9]+ failed$' "$KVF_REPO/tests/model/run.sh"
 section_end "protocol model" "exit $rc"
 
+# ---- 3c. the wheel and the Debian packages (issue 40) ---------------------------
+# The wheel built, repaired and installed into a fresh venv of another Python
+# (its rxe transfer is the RDMA suite's kvf_wheel, on the venv left here);
+# the .debs built, lintian'd, their contents checked and run.
+section "wheel and Debian packages"
+export KVF_WHEEL_VENV=${KVF_WHEEL_DIR:-$KVF_REPO/build-wheel}/venv
+summarized wheel '' '^wheel: (ok|FAILED)' "$KVF_REPO/scripts/wheel-test.sh"
+summarized deb '' '^deb: (ok|FAILED)' "$KVF_REPO/scripts/deb-test.sh"
+section_end "wheel and Debian packages" done
+
 # ---- 4. RDMA suite ------------------------------------------------------------
 section "rdma suite"
 rxe_ok=1
@@ -212,6 +224,7 @@ elif [ "$rxe_mode" = vm ]; then
 	case $build/ in "$KVF_REPO"/*) ;; *) share=(--share "$build") ;; esac
 	# the tests' virtual environment, and its base interpreter when outside /usr
 	case $KVF_VENV/ in "$KVF_REPO"/*) ;; *) share+=(--share "$KVF_VENV") ;; esac
+	case $KVF_WHEEL_VENV/ in "$KVF_REPO"/*) ;; *) [ -d "$KVF_WHEEL_VENV" ] && share+=(--share "$KVF_WHEEL_VENV") ;; esac
 	home=$(kvf_venv_home)
 	[ -n "$home" ] && share+=(--share "$home")
 	run_rxe "$KVF_REPO/scripts/rxe-vm.sh" --devices "${KVF_RXE_DEVICES:-4}" \

@@ -216,6 +216,9 @@ TESTS=(
 	"kvf_fake_peer_silent|90|\$repo/tests/rxe/scenarios/fake_peer.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 silent"
 	"kvf_fake_peer_early|90|\$repo/tests/rxe/scenarios/fake_peer.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 early"
 	"kvf_ephemeral_port|180|\$repo/tests/rxe/scenarios/ephemeral.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 40"
+	# issue 40: the wheel as installed by pip into a venv of another Python
+	# (scripts/wheel-test.sh makes build-wheel/venv first)
+	"kvf_wheel|240|\$repo/tests/rxe/scenarios/wheel.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 20"
 	# issue 13: no reconnect storm against a peer that is gone; back when it is
 	"kvf_reconnect_storm|150|\$repo/tests/rxe/scenarios/reconnect.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 storm"
 	"kvf_reconnect_recover|150|\$repo/tests/rxe/scenarios/reconnect.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 recover"
