@@ -354,6 +354,11 @@ static int check_cross(struct loader *ld)
 		return fail_cross(ld, RULE("rdma.max_conns", "rdma.qps_per_peer"),
 				  "rdma.max_conns: expected at least rdma.qps_per_peer "
 				  "(%u), got %u", c->qps_per_peer, c->max_conns);
+	/* The shared receive queue starts with rq_depth frames. */
+	if (c->srq_depth < c->rq_depth)
+		return fail_cross(ld, RULE("rdma.srq_depth", "rdma.rq_depth"),
+				  "rdma.srq_depth: expected at least rdma.rq_depth "
+				  "(%u), got %u", c->rq_depth, c->srq_depth);
 	return 0;
 }
 

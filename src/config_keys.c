@@ -64,9 +64,10 @@ static const struct kvf_key keys[] = {
 	{ .name = "engine.ring_size", U32_FIELD(ring_size), .form = KF_POW2,
 	  .side = SIDE_BOTH, .phase = PH_ALL, .def = 16384, .min = 64,
 	  .max = 1 << 22 },
-	/* KV blocks one room may name */
+	/* KV blocks one room may name: a 1M-token request at page size 1
+	 * with room for its other lists */
 	{ .name = "engine.max_blocks_per_room", U32_FIELD(max_blocks_per_room),
-	  .side = SIDE_BOTH, .phase = "init()/send()", .def = 65536, .min = 1,
+	  .side = SIDE_BOTH, .phase = "init()/send()", .def = 1 << 21, .min = 1,
 	  .max = 1 << 24 },
 	/* how long an ABORT for a not-yet-created room is kept */
 	{ .name = "engine.tombstone_ttl_s", U32_FIELD(tombstone_ttl_s),
@@ -183,9 +184,16 @@ static const struct kvf_key keys[] = {
 	/* send queue entries per QP */
 	{ .name = "rdma.sq_depth", U32_FIELD(sq_depth), .side = SIDE_BOTH,
 	  .phase = PH_XFER, .def = 1024, .min = 16, .max = 32768 },
-	/* receive queue entries per QP (frames, write-with-imm) */
+	/* receive frames the rail's shared receive queue starts with, and
+	 * the step it grows by (frames, write-with-imm; src/rdma/frames.h) */
 	{ .name = "rdma.rq_depth", U32_FIELD(rq_depth), .side = SIDE_BOTH,
 	  .phase = PH_XFER, .def = 256, .min = 16, .max = 32768 },
+	/* receive frames the shared receive queue grows to at most */
+	{ .name = "rdma.srq_depth", U32_FIELD(srq_depth), .side = SIDE_BOTH,
+	  .phase = PH_XFER, .def = 4096, .min = 16, .max = 1u << 20 },
+	/* send frames of a rail, for every connection on it */
+	{ .name = "rdma.send_frames", U32_FIELD(send_frames), .side = SIDE_BOTH,
+	  .phase = PH_XFER, .def = 256, .min = 16, .max = 65536 },
 	/* scatter-gather entries per RDMA WRITE (Mooncake's default, and the
 	 * most a write's gather list holds: KVF_CFG_MAX_SGE) */
 	{ .name = "rdma.max_sge", U32_FIELD(max_sge), .side = SIDE_PREFILL,

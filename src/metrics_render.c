@@ -288,6 +288,9 @@ static void transport_counters(const struct kvf_snap *s, struct kvf_buf *b)
 		"longer known (the frame was reused).", s->tst.rx_stray);
 	counter(b, "kvferry_tx_frame_waits_total", "Control frames that waited for a free send "
 		"frame (rdma.send_frames).", s->tst.tx_frame_waits);
+	counter(b, "kvferry_room_info_bytes_received_total", "Bytes of ROOM_INFO and "
+		"ROOM_INFO_CONT frames received: the decodes' requests on the wire.",
+		s->tst.info_bytes_rx);
 	counter(b, "kvferry_keepalives_acked_total", "HEARTBEATs of the poller thread that "
 		"completed: the peer's NIC acknowledged them (its host and the link, not its "
 		"process).", s->tst.keepalives_acked);

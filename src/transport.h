@@ -121,6 +121,11 @@ struct kvf_transport_stats {
 	uint64_t stage_slots_busy;  /* gauge: slots not free */
 	uint64_t stage_copy_errors; /* copies that failed (the connection went) */
 	uint64_t conns_over_max;    /* connections refused: rdma.max_conns held */
+	uint64_t frame_bytes;       /* gauge: registered for frames (frames.h) */
+	uint64_t srq_low;           /* shared receive queue limit events */
+	uint64_t rx_stray;          /* its completions for an unknown QP */
+	uint64_t tx_frame_waits;    /* frames that waited for a send frame */
+	uint64_t info_bytes_rx;     /* ROOM_INFO(_CONT) bytes received */
 };
 
 /* The counters of struct kvf_transport_stats that struct kvf_stats carries
@@ -129,7 +134,8 @@ struct kvf_transport_stats {
 	X(staged_bytes) X(staged_chunks) X(stage_waits) X(stage_slots_busy) X(wrs_posted) \
 	X(doorbells) X(completions) X(poller_sleeps) X(connects) X(connect_backoffs) \
 	X(conns_live) X(conns_held) X(keepalives_sent) X(keepalives_acked) \
-	X(keepalives_late) X(auth_ok) X(auth_dropped) X(conns_over_max)
+	X(keepalives_late) X(auth_ok) X(auth_dropped) X(conns_over_max) \
+	X(frame_bytes) X(srq_low) X(rx_stray) X(tx_frame_waits) X(info_bytes_rx)
 
 struct kvf_transport_ops {
 	/* Register a region (id unused) and announce it in every HELLO from

@@ -117,7 +117,7 @@ struct figures {
 	double sched_s_per_gb, poller_s_per_gb;
 	/* per timed room, prefill and decode: WRs, doorbells, completions,
 	 * poller sleeps, events applied; -1 for a side not in this process */
-	double per_room[2][5];
+	double per_room[2][6];
 	struct cpu_mark cpu;
 };
 void bench_figures(const struct opts *o, const struct side *s, const struct stamps *st,

@@ -173,6 +173,7 @@ void bench_figures(const struct opts *o, const struct side *s, const struct stam
 		f->per_room[k][2] = a->size ? (double)(b->completions - a->completions) / n : -1;
 		f->per_room[k][3] = a->size ? (double)(b->poller_sleeps - a->poller_sleeps) / n : -1;
 		f->per_room[k][4] = a->size ? (double)(b->events - a->events) / n : -1;
+		f->per_room[k][5] = a->size ? (double)(b->info_bytes_rx - a->info_bytes_rx) / n : -1;
 	}
 }
 
@@ -221,9 +222,9 @@ static void print_json(const struct opts *o, const struct side *s, const struct 
 	       f->lat_handoff[0], f->lat_handoff[1], f->lat_handoff[2]);
 	for (int k = 0; k < 2; k++)
 		printf("\"%s_per_room\": {\"wrs\": %.2f, \"doorbells\": %.2f, \"completions\": %.2f, "
-		       "\"poller_sleeps\": %.2f, \"events\": %.2f}, ", k ? "decode" : "prefill",
-		       f->per_room[k][0], f->per_room[k][1], f->per_room[k][2], f->per_room[k][3],
-		       f->per_room[k][4]);
+		       "\"poller_sleeps\": %.2f, \"events\": %.2f, \"room_info_bytes\": %.1f}, ",
+		       k ? "decode" : "prefill", f->per_room[k][0], f->per_room[k][1],
+		       f->per_room[k][2], f->per_room[k][3], f->per_room[k][4], f->per_room[k][5]);
 	printf("\"cpu_s\": {\"scheduler\": %.3f, \"pollers\": %.3f, \"process\": %.3f}, "
 	       "\"cpu_s_per_gb\": {\"scheduler\": %.3f, \"pollers\": %.3f}}\n",
 	       (double)f->cpu.sched_ns / 1e9, (double)f->cpu.poller_ns / 1e9,
@@ -252,9 +253,10 @@ static void print_text(const struct opts *o, const struct side *s, const struct 
 	for (int k = 0; k < 2; k++)
 		if (f->per_room[k][0] >= 0)
 			printf("  %s per room: %.2f WRs, %.2f doorbells, %.2f completions, "
-			       "%.2f poller sleeps, %.2f events\n", k ? "decode" : "prefill",
-			       f->per_room[k][0], f->per_room[k][1], f->per_room[k][2],
-			       f->per_room[k][3], f->per_room[k][4]);
+			       "%.2f poller sleeps, %.2f events, %.1f ROOM_INFO bytes received\n",
+			       k ? "decode" : "prefill", f->per_room[k][0], f->per_room[k][1],
+			       f->per_room[k][2], f->per_room[k][3], f->per_room[k][4],
+			       f->per_room[k][5]);
 	if (o->verify == VERIFY_PASS)
 		printf("  verify pass (untimed): %u rooms ok, %u failed, %u mismatched 8-byte words\n",
 		       s->vok, s->vfailed, s->bad_words);

@@ -113,6 +113,9 @@ struct kvf_stats {
 	uint64_t srq_low;
 	uint64_t rx_stray;
 	uint64_t tx_frame_waits;
+	/* Bytes of ROOM_INFO and ROOM_INFO_CONT frames received (the prefill):
+	 * what the decodes' requests cost on the wire (docs/wire.md 5.4). */
+	uint64_t info_bytes_rx;
 };
 #define KVF_STATS_INIT { .size = sizeof(struct kvf_stats) }
 

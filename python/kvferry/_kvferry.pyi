@@ -90,6 +90,7 @@ class Stats(structseq[Any], Tuple[Any, ...]):
             "srq_low",
             "rx_stray",
             "tx_frame_waits",
+            "info_bytes_rx",
         )
     @property
     def rooms(self) -> Dict[str, int]: ...
@@ -189,6 +190,8 @@ class Stats(structseq[Any], Tuple[Any, ...]):
     def rx_stray(self) -> int: ...
     @property
     def tx_frame_waits(self) -> int: ...
+    @property
+    def info_bytes_rx(self) -> int: ...
 
 
 @final

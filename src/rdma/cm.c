@@ -104,23 +104,24 @@ static uint8_t cm_path_mtu(struct kvf_conn *c)
 	return rdma_init_qp_attr(c->cm_id, &a, &mask) ? 0 : (uint8_t)a.path_mtu;
 }
 
-/* Create the QP in INIT with every receive posted. */
+/* Create the QP in INIT, its receives from the rail's shared receive queue
+ * (frames.h), and name it in the poller's qp_num table: the shared receive
+ * CQ's completions say only which QP they are for. */
 static int create_qp(struct kvf_conn *c)
 {
 	const struct kvf_config *cfg = &c->t->cfg;
 	struct ibv_qp_init_attr attr = {
 		.qp_context = c,
 		.send_cq = c->cq,
-		.recv_cq = c->cq,
+		.recv_cq = c->t->rx.cq,
+		.srq = c->t->rx.srq,
 		.cap = {
-			/* One entry more each way: the drain markers of teardown;
-			 * and three more to send, the poller's, outside the
-			 * scheduler's credits: its keepalive (keepalive.h) and
-			 * the AUTH proof and refusal (handshake.h). */
+			/* One entry more: the drain marker of teardown; and
+			 * three more, the poller's, outside the scheduler's
+			 * credits: its keepalive (keepalive.h) and the AUTH proof
+			 * and refusal (handshake.h). */
 			.max_send_wr = cfg->sq_depth + 4,
-			.max_recv_wr = cfg->rq_depth + 1,
 			.max_send_sge = c->t->max_sge,
-			.max_recv_sge = 1,
 		},
 		.qp_type = IBV_QPT_RC,
 	};
@@ -129,16 +130,14 @@ static int create_qp(struct kvf_conn *c)
 	c->qp = ibv_create_qp(c->t->pd, &attr);
 	if (!c->qp) {
 		rc = -(errno ? errno : ENOMEM);
-		kvf_err("conn", "connection %u: ibv_create_qp(sq %u, rq %u, sge %u): %s",
-			c->id, cfg->sq_depth + 4, cfg->rq_depth + 1, c->t->max_sge,
-			strerror(-rc));
+		kvf_err("conn", "connection %u: ibv_create_qp(sq %u, sge %u, shared receive "
+			"queue): %s", c->id, cfg->sq_depth + 4, c->t->max_sge, strerror(-rc));
 		return rc;
 	}
 	c->qp_num = c->qp->qp_num;
-	rc = move_qp(c, IBV_QPS_INIT);
-	for (uint32_t i = 0; !rc && i < c->rx_n; i++)
-		rc = kvf_conn_post_recv(c, i);
-	return rc;
+	c->q_node.id = c->qp_num;
+	kvf_idtab_insert(&c->t->qps, &c->q_node);
+	return move_qp(c, IBV_QPS_INIT);
 }
 
 static void conn_param(struct kvf_conn *c, const uint8_t *priv, struct rdma_conn_param *p)
@@ -156,6 +155,7 @@ static void conn_param(struct kvf_conn *c, const uint8_t *priv, struct rdma_conn
 	p->retry_count = (uint8_t)t->cfg.retry_cnt /* [0, 7] by config */;
 	p->rnr_retry_count = (uint8_t)t->cfg.rnr_retry;
 	p->qp_num = c->qp_num; /* the QP is not rdma_cm's: name it */
+	p->srq = 1;            /* ... and it receives from a shared queue */
 }
 
 /* rdma.traffic_class for the path rdma_cm resolves (and the GRH it fills). */
@@ -472,8 +472,7 @@ static struct rdma_cm_id *on_connect_request(struct kvf_rdma *t, struct rdma_cm_
 	adopted = !kvf_conn_adopt(t, c);
 	rc = adopted ? accept_qp_up(c) : 0;
 	if (!adopted || rc) {
-		if (c->qp)
-			ibv_destroy_qp(c->qp);
+		kvf_conn_destroy_qp(c);
 		c->qp = NULL;
 		c->cm_id = NULL; /* the caller destroys the id */
 		kvf_conn_teardown(c, KVF_FAIL_CONNECT, "could not set up the queue pair");

@@ -8,19 +8,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include <kvferry/kvferry.h>
 
 #include "clock.h"
 #include "fault.h"
+#include "frames.h"
 #include "geom_map.h"
 #include "hash.h"
 #include "log.h"
 #include "sched.h"
 #include "verbs.h"
-
-#define TX_BUFS_MAX 64u
 
 const char *kvf_conn_state_str(int s)
 {
@@ -39,37 +37,13 @@ const char *kvf_conn_state_str(int s)
 
 /* ------------------------------------------------------------ table */
 
-static size_t rx_bytes(const struct kvf_conn *c)
+/* The poller's AUTH frames (handshake.h): one page of its own. */
+static size_t auth_bytes(void)
 {
-	return (size_t)c->rx_n * c->t->frame_max;
+	return 4096;
 }
 
-/* The scheduler's send buffers, and after them the poller's AUTH frames
- * (handshake.h): one registration. */
-static size_t tx_bytes(const struct kvf_conn *c)
-{
-	return (size_t)c->tx_n * c->t->frame_max + KVF_AUTH_FRAMES * KVF_AUTH_BUF;
-}
-
-/* The frame buffers are pages of their own, mapped and unmapped with the
- * connection: given back to the kernel when it goes (malloc would keep them:
- * after the first free of a chunk this size its mmap threshold rises past it,
- * and the next ones come from an arena, where freed megabytes stayed
- * resident through malloc_trim in the teardown soak, docs/chaos.md), and no
- * other object shares a registered page (what the NIC pins, and what
- * fork-safe rdma-core marks MADV_DONTFORK, is whole pages). */
-static void *buf_map(size_t len)
-{
-	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
-	return p == MAP_FAILED ? NULL : p;
-}
-
-static void buf_unmap(void *p, size_t len)
-{
-	if (p)
-		munmap(p, len);
-}
+_Static_assert(KVF_AUTH_FRAMES * KVF_AUTH_BUF <= 4096, "AUTH frames fit their page");
 
 static void conn_free(struct kvf_conn *c)
 {
@@ -83,10 +57,8 @@ static void conn_free(struct kvf_conn *c)
 			ibv_ack_cq_events(c->cq, c->cq_unacked);
 		ibv_destroy_cq(c->cq);
 	}
-	if (c->rx_mr)
-		ibv_dereg_mr(c->rx_mr);
-	if (c->tx_mr)
-		ibv_dereg_mr(c->tx_mr);
+	if (c->auth_mr)
+		ibv_dereg_mr(c->auth_mr);
 	kvf_frameq_fini(&c->fq);
 	kvf_proto_reasm_clear(&c->reasm);
 	for (uint32_t i = 1; c->members && i < c->members->n; i++)
@@ -94,9 +66,7 @@ static void conn_free(struct kvf_conn *c)
 	free(c->members);
 	kvf_geom_map_free_all(c);
 	free(atomic_load(&c->peer_pool));
-	buf_unmap(c->rx_buf, rx_bytes(c));
-	buf_unmap(c->tx_buf, tx_bytes(c));
-	free(c->tx_free);
+	kvf_frames_unmap(c->auth_buf, auth_bytes());
 	free(c->lost_why);
 	kvf_sendq_fini(&c->sq);
 	free(c);
@@ -157,12 +127,8 @@ static int alloc_buffers(struct kvf_conn *c)
 	const struct kvf_config *cfg = &t->cfg;
 	int rc;
 
-	c->rx_n = cfg->rq_depth;
-	c->tx_n = cfg->sq_depth < TX_BUFS_MAX ? cfg->sq_depth : TX_BUFS_MAX;
-	c->rx_buf = buf_map(rx_bytes(c));
-	c->tx_buf = buf_map(tx_bytes(c));
-	c->tx_free = calloc(c->tx_n, sizeof(*c->tx_free));
-	if (!c->rx_buf || !c->tx_buf || !c->tx_free)
+	c->auth_buf = kvf_frames_map(auth_bytes());
+	if (!c->auth_buf)
 		return -ENOMEM;
 	rc = kvf_sendq_init(&c->sq, 0, cfg->sq_depth, t->max_sge, t->signal_every, post_send, c);
 	if (rc)
@@ -171,24 +137,18 @@ static int alloc_buffers(struct kvf_conn *c)
 	 * per block per buffer, and the immediate. */
 	if (c->sq.pend_max < (size_t)KVF_HELLO_MAX_BUFS * cfg->max_blocks_per_room + 1)
 		c->sq.pend_max = (size_t)KVF_HELLO_MAX_BUFS * cfg->max_blocks_per_room + 1;
-	for (uint32_t i = 0; i < c->tx_n; i++)
-		c->tx_free[c->tx_nfree++] = c->tx_n - 1 - i;
 	kvf_frameq_init(&c->fq, frames_max(cfg));
-	rc = kvf_verbs_reg_mr(t->pd, c->rx_buf, rx_bytes(c), IBV_ACCESS_LOCAL_WRITE,
-			      "receive buffers", &c->rx_mr);
-	if (!rc)
-		rc = kvf_verbs_reg_mr(t->pd, c->tx_buf, tx_bytes(c), 0, "send buffers", &c->tx_mr);
-	return rc;
+	return kvf_verbs_reg_mr(t->pd, c->auth_buf, auth_bytes(), 0, "AUTH frames", &c->auth_mr);
 }
 
 int kvf_conn_new(struct kvf_rdma *t, bool active, const char *peer, uint32_t group,
 		 struct kvf_conn **out)
 {
 	struct kvf_conn *c = calloc(1, sizeof(*c));
-	/* Every send and receive the QP can hold (cm.c: sq_depth + 4, the drain
-	 * marker, a keepalive and two AUTH frames; rq_depth + 1, the drain
-	 * marker). */
-	int cqe = (int)(t->cfg.sq_depth + t->cfg.rq_depth + 5);
+	/* Every send the QP can hold (cm.c: sq_depth + 4, the drain marker, a
+	 * keepalive and two AUTH frames); its receives complete in the rail's
+	 * receive CQ (frames.h). */
+	int cqe = (int)(t->cfg.sq_depth + 4);
 	int rc;
 
 	if (!c)
@@ -288,39 +248,13 @@ int kvf_qp_group_connect(struct kvf_rdma *t, const char *peer, struct kvf_conn *
 
 /* --------------------------------------------------- queue pair setup */
 
-int kvf_conn_post_recv(struct kvf_conn *c, uint32_t slot)
-{
-	struct ibv_sge sge = {
-		.addr = (uint64_t)(uintptr_t)(c->rx_buf + (size_t)slot * c->t->frame_max),
-		.length = c->t->frame_max,
-		.lkey = c->rx_mr->lkey,
-	};
-	struct ibv_recv_wr wr = {
-		.wr_id = kvf_wr_id(KVF_WR_RECV, c->id, slot),
-		.sg_list = &sge,
-		.num_sge = 1,
-	}, *bad;
-	int rc = ibv_post_recv(c->qp, &wr, &bad);
-
-	if (rc)
-		kvf_err("conn", "connection %u: ibv_post_recv: %s", c->id, strerror(rc));
-	return -rc;
-}
-
 /* --------------------------------------------------------- teardown */
 
 /* In the error state a drain marker completes (flushed) after everything
- * posted before it: when both are seen, the queues are empty. The receive
- * queue is the poller's: its marker goes now. The send queue is the
- * scheduler's until it lets go (sched_done): its marker goes then. */
-static void post_rq_drain_marker(struct kvf_conn *c)
-{
-	struct ibv_recv_wr rwr = {.wr_id = kvf_wr_id(KVF_WR_RECV, c->id, KVF_DRAIN_SLOT)}, *rbad;
-
-	if (ibv_post_recv(c->qp, &rwr, &rbad))
-		c->rq_drained = true;
-}
-
+ * posted before it: when it is seen, the send queue is empty. The send
+ * queue is the scheduler's until it lets go (sched_done): its marker goes
+ * then. The receives are the shared queue's (frames.h): a QP in error
+ * flushes none of them, so there is no receive marker to wait for. */
 void kvf_conn_post_sq_drain_marker(struct kvf_conn *c)
 {
 	struct ibv_send_wr swr = {
@@ -343,17 +277,14 @@ void kvf_conn_post_sq_drain_marker(struct kvf_conn *c)
 static bool stop_qp(struct kvf_conn *c)
 {
 	if (!c->qp) {
-		c->sq_drained = c->rq_drained = true;
+		c->sq_drained = true;
 		return true;
 	}
 	if (!kvf_verbs_qp_to_error(c->qp)) {
-		/* Never past INIT (a connect that failed): no packet of the
-		 * peer's was taken, nothing but receives was posted, so there
-		 * is nothing to wait for; its buffers go at once. */
+		/* Never past INIT (a connect that failed): nothing was sent,
+		 * so there is nothing to wait for. */
 		if (!c->qp_rtr)
-			c->sq_drained = c->rq_drained = true;
-		else
-			post_rq_drain_marker(c);
+			c->sq_drained = true;
 		return true;
 	}
 	kvf_warn("conn", "connection %u: qp 0x%x could not be moved to error: it is destroyed "
@@ -469,10 +400,25 @@ out:
 		kvf_conn_put(lead);
 }
 
+int kvf_conn_destroy_qp(struct kvf_conn *c)
+{
+	int rc;
+
+	if (!c->qp)
+		return 0;
+	kvf_idtab_remove(&c->t->qps, &c->q_node);
+	rc = ibv_destroy_qp(c->qp);
+	if (rc) /* still the QP's: its completions still name it */
+		kvf_idtab_insert(&c->t->qps, &c->q_node);
+	else
+		c->qp = NULL;
+	return rc;
+}
+
 void kvf_conn_destroy_owed(struct kvf_conn *c)
 {
 	struct kvf_event ev = {.kind = KVF_EV_PEER_LOST, .peer = c->group, .status = c->lost_reason};
-	int rc = c->qp ? ibv_destroy_qp(c->qp) : 0;
+	int rc = kvf_conn_destroy_qp(c);
 
 	c->destroy_owed = false;
 	if (rc) {
@@ -483,8 +429,7 @@ void kvf_conn_destroy_owed(struct kvf_conn *c)
 	}
 	kvf_warn("conn", "connection %u: qp 0x%x destroyed instead of moved to error: nothing "
 		 "more lands; its posted work will not flush", c->id, c->qp_num);
-	c->qp = NULL;
-	c->sq_drained = c->rq_drained = true;
+	c->sq_drained = true;
 	if (!c->lost_why)
 		return;
 	/* One of its group's QPs: the others were stopped already. */
@@ -496,8 +441,11 @@ void kvf_conn_destroy_owed(struct kvf_conn *c)
 void kvf_conn_destroy(struct kvf_conn *c)
 {
 	atomic_store(&c->state, KVF_CONN_DESTROYED);
-	if (c->qp)
-		ibv_destroy_qp(c->qp);
+	if (kvf_conn_destroy_qp(c)) {
+		/* Forgotten as before: its completions, if any, count as strays. */
+		kvf_warn("conn", "connection %u: ibv_destroy_qp(0x%x) failed", c->id, c->qp_num);
+		kvf_idtab_remove(&c->t->qps, &c->q_node);
+	}
 	c->qp = NULL;
 	if (c->cm_id)
 		rdma_destroy_id(c->cm_id);

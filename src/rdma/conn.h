@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* One connection to a peer engine: an rdma_cm id, one RC queue pair (ours:
  * ibv_create_qp, moved through INIT/RTR/RTS here with rdma_init_qp_attr and
- * the config on top), its own completion queue, registered control buffers.
+ * the config on top), its own send completion queue.
  *
  * Several queue pairs per peer (rdma.qps_per_peer > 1, decode side). Under
  * rdma_cm every RC QP is a connection of its own, so a peer connection is a
- * group of N struct kvf_conn, each with its own cm_id, QP, CQ and buffers
+ * group of N struct kvf_conn, each with its own cm_id, QP and send CQ
  * (struct kvf_qp_group, held by the lead). The engine sees one id, the
  * group's: the id of its first QP (the lead).
  * - A room's frames all go on one QP, picked by its room id (kvf_conn_pick):
@@ -18,6 +18,9 @@
  *   QP of the group to error, then pushes KVF_EV_PEER_LOST for the group id,
  *   once. The prefill hears every QP disconnect and loses each.
  * A lone QP (passive side, qps_per_peer 1) is a group of one.
+ *
+ * Frames are the rail's, not the connection's (frames.h): its receives come
+ * from the rail's shared receive queue, its sends from the rail's pool.
  *
  * Lifecycle (every transition on the poller thread):
  *   NEW -> RESOLVING -> CONNECTING -> AUTH -> ESTABLISHED -> DEAD -> DESTROYED
@@ -133,13 +136,13 @@ struct kvf_conn {
 	struct ibv_qp *qp;
 	uint32_t qp_num;
 
-	/* Receive side: poller only. */
-	uint8_t *rx_buf;
-	struct ibv_mr *rx_mr;
-	uint32_t rx_n;
+	/* Receive side: poller only. The frames are the rail's (frames.h):
+	 * this QP takes them from the shared receive queue, and their
+	 * completions name it by qp_num (q_node). */
+	struct kvf_idtab_node q_node;  /* in t->qps while the QP exists */
 	uint32_t cq_unacked;           /* completion-channel events not yet acked */
 	struct kvf_room_reasm reasm;   /* the peer's ROOM_INFO sequence in progress */
-	bool sq_drained, rq_drained;
+	bool sq_drained;
 	bool sq_marker;                /* the send drain marker is posted */
 	bool destroy_owed;             /* to error failed: destroy the QP once the
 	                                  scheduler let go, then PEER_LOST */
@@ -166,13 +169,12 @@ struct kvf_conn {
 	                                  teardown_req is set (its seq_cst store
 	                                  publishes it; the poller reads it after) */
 
-	/* Send side: scheduler only (but for the poller's AUTH frames, in
-	 * KVF_AUTH_FRAMES x KVF_AUTH_BUF bytes after the tx_n buffers). */
-	uint8_t *tx_buf;
-	struct ibv_mr *tx_mr;
-	uint32_t tx_n;
-	uint32_t *tx_free;
-	uint32_t tx_nfree;
+	/* Send side: scheduler only. Its frames come from the rail's pool
+	 * (txpool.h), at most KVF_TXPOOL_PER_CONN at once. The poller's AUTH
+	 * frames are its own: KVF_AUTH_FRAMES x KVF_AUTH_BUF bytes, one page. */
+	uint32_t tx_held;              /* frames of the pool it holds */
+	uint8_t *auth_buf;
+	struct ibv_mr *auth_mr;
 	struct kvf_sendq sq;           /* writes, credits; posts through post_send */
 	struct kvf_frameq fq;          /* control frames waiting */
 	bool hello_sent;
@@ -278,6 +280,9 @@ void kvf_conn_teardown(struct kvf_conn *c, uint16_t reason, const char *why);
  * as soon as it has our REP, before our ESTABLISHED event is read, and the
  * frames it sends (ROOM_INFO) lead straight to writes on this connection. */
 void kvf_conn_set_established(struct kvf_conn *c, const char *how);
+/* Poller: destroy the QP (if any) and take it out of the poller's
+ * qp_num table. 0 or the positive errno of ibv_destroy_qp (the QP kept). */
+int kvf_conn_destroy_qp(struct kvf_conn *c);
 /* Destroy QP, id and CQ of a DEAD connection (drained or given up). */
 void kvf_conn_destroy(struct kvf_conn *c);
 /* Once the scheduler let go: the send queue's drain marker. */
@@ -287,7 +292,5 @@ void kvf_conn_post_sq_drain_marker(struct kvf_conn *c);
 void kvf_conn_destroy_owed(struct kvf_conn *c);
 /* Poller: c joins the poll list (a reference for it); 0 or -ENOMEM. */
 int kvf_conn_adopt(struct kvf_rdma *t, struct kvf_conn *c);
-/* Post receive buffer slot. 0 or -errno. */
-int kvf_conn_post_recv(struct kvf_conn *c, uint32_t slot);
 
 #endif

@@ -14,6 +14,7 @@
 
 #include "clock.h"
 #include "conn.h"
+#include "frames.h"
 #include "ctrl.h"
 #include "geom_map.h"
 #include "log.h"
@@ -33,12 +34,41 @@ void kvf_ctrl_teardown(struct kvf_conn *c, uint16_t reason, const char *why)
 	kvf_rdma_wake(c->t);
 }
 
-static int post_frame(struct kvf_conn *c, const void *data, uint32_t len)
+/* Whether c may take a send frame of the rail's pool now: one is free,
+ * c holds fewer than its share (txpool.h), and its send queue has room. */
+static bool can_send(struct kvf_conn *c)
 {
-	uint32_t i = c->tx_free[--c->tx_nfree];
-	uint8_t *buf = c->tx_buf + (size_t)i * c->t->frame_max;
+	if (c->tx_held >= KVF_TXPOOL_PER_CONN || !kvf_sendq_credits(&c->sq))
+		return false;
+	if (c->t->tx.pool.nfree)
+		return true;
+	c->t->tx.pool.waits++;
+	return false;
+}
+
+/* A frame of the pool for c (can_send said there is one), and its bytes. */
+static uint32_t take_frame(struct kvf_conn *c, uint8_t **buf)
+{
+	uint32_t i = kvf_txpool_take(&c->t->tx.pool, c->id);
+
+	c->tx_held++;
+	*buf = kvf_frames_tx(c->t, i);
+	return i;
+}
+
+static void put_frame(struct kvf_conn *c, uint32_t i)
+{
+	kvf_txpool_give(&c->t->tx.pool, i);
+	c->tx_held--;
+}
+
+/* Post frame i (taken by c) holding len bytes; given back if the post
+ * fails. */
+static int post_frame(struct kvf_conn *c, uint32_t i, uint32_t len)
+{
+	uint8_t *buf = kvf_frames_tx(c->t, i);
 	struct ibv_sge sge = {.addr = (uint64_t)(uintptr_t)buf, .length = len,
-			      .lkey = c->tx_mr->lkey};
+			      .lkey = kvf_frames_tx_lkey(c->t)};
 	struct ibv_send_wr wr = {
 		.wr_id = kvf_wr_id(KVF_WR_CTRL, c->id, i),
 		.sg_list = &sge,
@@ -46,13 +76,10 @@ static int post_frame(struct kvf_conn *c, const void *data, uint32_t len)
 		.opcode = IBV_WR_SEND,
 		.send_flags = IBV_SEND_SIGNALED,
 	};
-	int rc;
+	int rc = kvf_sendq_post_one(&c->sq, &wr);
 
-	if (buf != data)
-		memcpy(buf, data, len);
-	rc = kvf_sendq_post_one(&c->sq, &wr);
 	if (rc)
-		c->tx_free[c->tx_nfree++] = i;
+		put_frame(c, i);
 	else
 		c->t->st_frames_tx[buf[6] % KVF_FRAME_TYPES]++; /* byte 6: the type (proto.h) */
 	return rc;
@@ -67,8 +94,8 @@ static int send_hello(struct kvf_conn *c)
 	struct kvf_rdma *t = c->t;
 	struct kvf_hello_region hr[KVF_MAX_REGIONS];
 	struct kvf_hello_buf hb[KVF_HELLO_MAX_BUFS];
-	uint32_t i = c->tx_free[c->tx_nfree - 1], nr = 0, nb = 0;
-	uint8_t *buf = c->tx_buf + (size_t)i * t->frame_max;
+	uint32_t nr = 0, nb = 0, i;
+	uint8_t *buf;
 	int len, rc;
 
 	for (uint32_t id = 0; id < KVF_MAX_REGIONS; id++) {
@@ -86,6 +113,7 @@ static int send_hello(struct kvf_conn *c)
 							  .geom = p->geom ? p->geom[b] :
 								  (struct kvf_buf_geometry){0}};
 	}
+	i = take_frame(c, &buf);
 	len = kvf_proto_encode_hello(buf, c->peer_frame_max < t->frame_max ?
 					  c->peer_frame_max : t->frame_max,
 				     t->cfg.engine_id, hr, nr, hb);
@@ -93,9 +121,10 @@ static int send_hello(struct kvf_conn *c)
 		kvf_err("rdma", "connection %u: HELLO for %u regions, %u buffers does not fit the "
 			"peer's %u-byte frames", c->id, nr, nb, c->peer_frame_max);
 		kvf_ctrl_teardown(c, KVF_FAIL_CONNECT, "HELLO does not fit the peer's frames");
+		put_frame(c, i);
 		return len;
 	}
-	rc = post_frame(c, buf, (uint32_t)len);
+	rc = post_frame(c, i, (uint32_t)len);
 	if (!rc) {
 		c->hello_sent = true;
 		c->hello_seq = t->region_seq;
@@ -108,9 +137,10 @@ static int send_hello(struct kvf_conn *c)
 static int send_room_info_part(struct kvf_conn *c, struct kvf_pframe *f)
 {
 	struct kvf_rdma *t = c->t;
-	uint32_t i = c->tx_free[c->tx_nfree - 1], n = 0;
-	uint8_t *buf = c->tx_buf + (size_t)i * t->frame_max;
 	uint32_t cap = c->peer_frame_max < t->frame_max ? c->peer_frame_max : t->frame_max;
+	uint32_t n = 0;
+	uint8_t *buf;
+	uint32_t i = take_frame(c, &buf);
 	int len = kvf_proto_encode_room_info_part(buf, cap, f->room_id, f->recv_handle, f->info,
 						  f->total, f->sent, &n);
 	int rc;
@@ -123,10 +153,11 @@ static int send_room_info_part(struct kvf_conn *c, struct kvf_pframe *f)
 			"peer's %u-byte frames; tearing the connection down", c->id, f->room_id,
 			c->peer_frame_max);
 		kvf_ctrl_teardown(c, KVF_FAIL_CONNECT, "ROOM_INFO does not fit the peer's frames");
+		put_frame(c, i);
 		f->sent = f->total;
 		return 0;
 	}
-	rc = post_frame(c, buf, (uint32_t)len);
+	rc = post_frame(c, i, (uint32_t)len);
 	if (!rc)
 		f->sent += n;
 	return rc;
@@ -152,7 +183,11 @@ static int send_head(struct kvf_conn *c, struct kvf_pframe *f, bool *done)
 			kvf_frame_type_str(f->data[6]), kvf_proto_frame_room(f->data),
 			c->peer_frame_max);
 	} else {
-		rc = post_frame(c, f->data, f->len);
+		uint8_t *buf;
+		uint32_t i = take_frame(c, &buf);
+
+		memcpy(buf, f->data, f->len);
+		rc = post_frame(c, i, f->len);
 		*done = !rc;
 	}
 	return rc;
@@ -163,17 +198,17 @@ static int send_frames(struct kvf_conn *c)
 	int rc = 0;
 
 	if (!c->hello_sent) {
-		if (!c->t->nregions || !c->tx_nfree || !kvf_sendq_credits(&c->sq))
+		if (!c->t->nregions || !can_send(c))
 			return 0;
 		rc = send_hello(c);
 		if (rc)
 			return rc;
 	}
-	while (c->tx_nfree && kvf_sendq_credits(&c->sq)) {
+	for (;;) {
 		struct kvf_pframe *f = kvf_frameq_head(&c->fq);
 		bool done;
 
-		if (!f)
+		if (!f || !can_send(c))
 			break;
 		rc = send_head(c, f, &done);
 		if (done)
@@ -218,10 +253,9 @@ static void shapes_teardown(struct kvf_conn *c)
 
 	if (atomic_load(&c->teardown_req))
 		return;
-	if (!c->hello_sent && c->t->nregions && c->tx_nfree && kvf_sendq_credits(&c->sq) &&
-	    send_hello(c))
+	if (!c->hello_sent && c->t->nregions && can_send(c) && send_hello(c))
 		return;
-	if ((c->hello_sent && c->tx_nfree == c->tx_n) ||
+	if ((c->hello_sent && !c->tx_held) ||
 	    kvf_monotonic_ns() - c->shapes_bad_ns > grace)
 		kvf_ctrl_teardown(c, KVF_FAIL_CONNECT, c->shapes_why);
 }

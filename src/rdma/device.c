@@ -17,6 +17,7 @@
 #include "auth.h"
 #include "conn.h"
 #include "fault.h"
+#include "frames.h"
 #include "keepalive.h"
 #include "log.h"
 #include "poller.h"
@@ -65,6 +66,8 @@ void kvf_rdma_close(void *tp)
 	free(t->plist);
 	free(t->wcs);
 	kvf_conn_table_close(t);
+	kvf_idtab_fini(&t->qps);
+	kvf_frames_close(t); /* every QP that took from it is gone */
 	if (t->listen_id)
 		rdma_destroy_id(t->listen_id);
 	for (uint32_t i = 0; i < KVF_MAX_REGIONS; i++)
@@ -92,9 +95,8 @@ static int check_cfg(struct kvf_rdma *t)
 
 	/* The ranges and check_cross() in config.c guarantee sq_depth and
 	 * rq_depth >= 16, signal_every <= sq_depth, max_sge <= KVF_SQ_MAX_SGE. */
-	/* Every receive buffer is frame_max bytes, rq_depth of them per
-	 * connection: cap it. A ROOM_INFO over the cap goes as a sequence of
-	 * frames (proto.h). */
+	/* Every frame is frame_max bytes (the rail's, frames.h): cap it. A
+	 * ROOM_INFO over the cap goes as a sequence of frames (proto.h). */
 	fm = kvf_proto_room_info_len(kvf_proto_info_max(cfg->max_blocks_per_room));
 	if (fm > FRAME_CAP)
 		fm = FRAME_CAP;
@@ -331,6 +333,34 @@ static int preflight(struct kvf_rdma *t)
 	return rc;
 }
 
+/* The event channel, listener, device, verbs objects and frames, in that
+ * order (kvf_rdma_close undoes whatever of it was done). */
+static int open_parts(struct kvf_rdma *t)
+{
+	int rc;
+
+	t->ech = rdma_create_event_channel();
+	if (!t->ech) {
+		rc = -(errno ? errno : ENODEV);
+		kvf_err("rdma", "rdma_create_event_channel: %s", strerror(-rc));
+		return rc;
+	}
+	rc = kvf_verbs_nonblock(t->ech->fd);
+	if (!rc && t->cfg.listen_addr[0])
+		rc = bind_listener(t);
+	if (!rc)
+		rc = open_device(t);
+	if (!rc)
+		rc = check_port_attrs(t);
+	if (!rc)
+		rc = open_verbs(t);
+	if (!rc)
+		rc = kvf_keepalive_setup(t);
+	if (!rc)
+		rc = kvf_frames_open(t);
+	return rc;
+}
+
 int kvf_rdma_create(const struct kvf_config *cfg, struct kvf_ring *ring,
 		    const struct kvf_transport_ops **ops, void **out)
 {
@@ -358,26 +388,10 @@ int kvf_rdma_create_rail(const struct kvf_config *cfg, struct kvf_ring *ring, ui
 	pthread_mutex_init(&t->lock, NULL);
 	kvf_idtab_init(&t->conns, cfg->max_conns);
 	kvf_idtab_init(&t->s.by_id, cfg->max_conns);
+	kvf_idtab_init(&t->qps, cfg->max_conns);
 	rc = preflight(t);
-	if (rc)
-		goto fail;
-	t->ech = rdma_create_event_channel();
-	if (!t->ech) {
-		rc = -(errno ? errno : ENODEV);
-		kvf_err("rdma", "rdma_create_event_channel: %s", strerror(-rc));
-		goto fail;
-	}
-	rc = kvf_verbs_nonblock(t->ech->fd);
-	if (!rc && cfg->listen_addr[0])
-		rc = bind_listener(t);
 	if (!rc)
-		rc = open_device(t);
-	if (!rc)
-		rc = check_port_attrs(t);
-	if (!rc)
-		rc = open_verbs(t);
-	if (!rc)
-		rc = kvf_keepalive_setup(t);
+		rc = open_parts(t);
 	if (rc)
 		goto fail;
 	make_cm_priv(t);

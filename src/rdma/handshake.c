@@ -47,14 +47,14 @@ void kvf_handshake_bind(struct kvf_conn *c, uint32_t peer_qpn)
 	kvf_dbg("conn", "connection %u: identity decode %s, prefill %s", c->id, a, b);
 }
 
-/* One AUTH frame into its own buffer (after the scheduler's), posted by
+/* One AUTH frame into its own buffer (the connection's page), posted by
  * the poller on its own SQ entry. 0 or -errno. */
 static int post_auth(struct kvf_conn *c, uint32_t slot, const uint8_t *frame, int len)
 {
 	uint32_t k = slot == KVF_AUTH_PROOF_SLOT ? 0 : 1;
-	uint8_t *buf = c->tx_buf + (size_t)c->tx_n * c->t->frame_max + k * KVF_AUTH_BUF;
+	uint8_t *buf = c->auth_buf + k * KVF_AUTH_BUF;
 	struct ibv_sge sge = {.addr = (uint64_t)(uintptr_t)buf, .length = (uint32_t)len,
-			      .lkey = c->tx_mr->lkey};
+			      .lkey = c->auth_mr->lkey};
 	struct ibv_send_wr wr = {
 		.wr_id = kvf_wr_id(KVF_WR_CTRL, c->id, slot),
 		.sg_list = &sge,

@@ -327,6 +327,28 @@ static void op_teardown(void *tp, uint32_t conn, const char *why)
 	kvf_ctrl_teardown(c, KVF_FAIL_PEER_LOST, why ? why : "torn down by the engine");
 }
 
+/* A control SEND's frame back to the rail's pool (txpool.h), whether or
+ * not its connection is still held; the drain marker's completion pushed
+ * when the QP is destroyed (poller.c) takes back what never completed. */
+static void give_frame(struct kvf_rdma *t, struct kvf_conn *c, uint64_t key)
+{
+	uint32_t slot = kvf_wr_slot(key);
+
+	if (slot == KVF_DRAIN_SLOT) {
+		uint32_t k = kvf_txpool_reclaim(&t->tx.pool, kvf_wr_gen(key));
+
+		if (k)
+			kvf_info("rdma", "connection %u destroyed holding %u send frames: "
+				 "taken back", kvf_wr_gen(key), k);
+		if (c)
+			c->tx_held = 0;
+		return;
+	}
+	if (slot < t->tx.pool.n && t->tx.pool.owner[slot] == kvf_wr_gen(key) &&
+	    kvf_txpool_give(&t->tx.pool, slot) && c)
+		c->tx_held--;
+}
+
 /* Per completion: no lock, no reference count. */
 static bool op_on_wc(void *tp, const struct kvf_event *ev)
 {
@@ -347,11 +369,9 @@ static bool op_on_wc(void *tp, const struct kvf_event *ev)
 		c = g ? kvf_conn_pick(g, ev->key) : NULL;
 		kvf_staging_on_wc(tp, ev->peer, ev->key);
 	}
+	if (kind == KVF_WR_CTRL)
+		give_frame(t, c, ev->key);
 	if (c) {
-		uint32_t slot = kvf_wr_slot(ev->key);
-
-		if (kind == KVF_WR_CTRL && slot < c->tx_n)
-			c->tx_free[c->tx_nfree++] = slot;
 		if (ev->status == IBV_WC_SUCCESS)
 			kvf_sendq_completed(&c->sq);
 		if (c->s_pending)
@@ -460,6 +480,12 @@ static int op_stats(void *tp, struct kvf_transport_stats *out)
 	out->connect_backoffs = t->st_backoffs;
 	out->conns_over_max = atomic_load_explicit(&t->st_conns_over_max, memory_order_relaxed);
 	kvf_conn_table_count(t, &out->conns_held, &out->conns_live);
+	out->frame_bytes = (atomic_load_explicit(&t->st_rx_frames, memory_order_relaxed) +
+			    t->tx.pool.n) * (uint64_t)t->frame_max + 4096ull * out->conns_held;
+	out->srq_low = atomic_load_explicit(&t->st_srq_low, memory_order_relaxed);
+	out->rx_stray = atomic_load_explicit(&t->st_rx_stray, memory_order_relaxed);
+	out->tx_frame_waits = t->tx.pool.waits;
+	out->info_bytes_rx = atomic_load_explicit(&t->st_info_bytes_rx, memory_order_relaxed);
 	return 0;
 }
 

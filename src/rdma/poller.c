@@ -15,6 +15,7 @@
 #include "clock.h"
 #include "conn.h"
 #include "fault.h"
+#include "frames.h"
 #include "frame_events.h"
 #include "handshake.h"
 #include "keepalive.h"
@@ -115,15 +116,19 @@ static void on_frame(struct poller *p, struct kvf_conn *c, const uint8_t *buf, u
 
 /* ------------------------------------------------------- completions */
 
-static void on_recv(struct poller *p, struct kvf_conn *c, const struct ibv_wc *wc)
+/* The connection a shared-queue completion is for: by its QP number. */
+static struct kvf_conn *by_qp_num(struct kvf_rdma *t, uint32_t qp_num)
 {
-	uint32_t slot = kvf_wr_slot(wc->wr_id);
+	struct kvf_idtab_node *n = kvf_idtab_find(&t->qps, qp_num);
+
+	return n ? kvf_idtab_entry(n, struct kvf_conn, q_node) : NULL;
+}
+
+static void on_recv(struct poller *p, struct kvf_conn *c, const struct ibv_wc *wc,
+		    uint8_t *buf)
+{
 	char why[160];
 
-	if (slot == KVF_DRAIN_SLOT) {
-		c->rq_drained = true;
-		return;
-	}
 	if (wc->status != IBV_WC_SUCCESS) {
 		snprintf(why, sizeof(why), "receive completed with %s (vendor_err 0x%x)",
 			 ibv_wc_status_str(wc->status), wc->vendor_err);
@@ -136,8 +141,8 @@ static void on_recv(struct poller *p, struct kvf_conn *c, const struct ibv_wc *w
 	if (!c->hs.verified) {
 		/* Nothing of a peer that has not proved the token is taken:
 		 * only its proof (handshake.h). */
-		kvf_handshake_on_recv(c, wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM ? NULL :
-				      c->rx_buf + (size_t)slot * p->t->frame_max, wc->byte_len);
+		kvf_handshake_on_recv(c, wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM ? NULL : buf,
+				      wc->byte_len);
 	} else if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
 		uint32_t imm = ntohl(wc->imm_data);
 		struct kvf_event ev = {
@@ -151,16 +156,30 @@ static void on_recv(struct poller *p, struct kvf_conn *c, const struct ibv_wc *w
 
 		kvf_rdma_push(p->t, &ev);
 	} else {
-		uint8_t *buf = c->rx_buf + (size_t)slot * p->t->frame_max;
-
+		if (wc->byte_len > 6 && (buf[6] == KVF_FR_ROOM_INFO || buf[6] == KVF_FR_ROOM_INFO_CONT))
+			atomic_fetch_add_explicit(&p->t->st_info_bytes_rx, wc->byte_len,
+						  memory_order_relaxed);
 		/* Test builds: a fault may drop, hold, corrupt or repeat it. */
 		for (int n = KVF_FAULT_RX(p->t, c->id, buf, wc->byte_len); n > 0; n--)
 			on_frame(p, c, buf, wc->byte_len);
 		KVF_FAULT_PASSED(p->t, c->id);
 	}
-	/* The poller owns the receive queue: the buffer goes straight back. */
-	if (atomic_load(&c->state) < KVF_CONN_DEAD && kvf_conn_post_recv(c, slot))
-		kvf_conn_teardown(c, KVF_FAIL_PEER_LOST, "could not repost a receive");
+}
+
+/* One completion of the rail's shared receive queue: handed to its
+ * connection, and the frame straight back into the queue, whoever it was
+ * for. A QP no longer known (destroyed after its last completions were
+ * polled, or never ours) is counted and its frame reused. */
+static void on_shared_recv(struct poller *p, const struct ibv_wc *wc)
+{
+	uint32_t slot = kvf_wr_slot(wc->wr_id);
+	struct kvf_conn *c = by_qp_num(p->t, wc->qp_num);
+
+	if (c)
+		on_recv(p, c, wc, kvf_frames_rx(p->t, slot));
+	else
+		atomic_fetch_add_explicit(&p->t->st_rx_stray, 1, memory_order_relaxed);
+	kvf_frames_repost(p->t, slot); /* logged when it fails: the queue is a frame short */
 }
 
 static void on_send(struct poller *p, struct kvf_conn *c, const struct ibv_wc *wc)
@@ -198,6 +217,7 @@ static void on_send(struct poller *p, struct kvf_conn *c, const struct ibv_wc *w
 	}
 }
 
+/* A connection's own CQ: its sends only. */
 static int poll_cq(struct poller *p, struct kvf_conn *c)
 {
 	int n;
@@ -210,19 +230,36 @@ static int poll_cq(struct poller *p, struct kvf_conn *c)
 		return 0;
 	}
 	atomic_fetch_add_explicit(&p->t->st_completions, (uint64_t)n, memory_order_relaxed);
-	for (int i = 0; i < n; i++) {
-		if (kvf_wr_kind(p->wcs[i].wr_id) == KVF_WR_RECV)
-			on_recv(p, c, &p->wcs[i]);
-		else
-			on_send(p, c, &p->wcs[i]);
+	for (int i = 0; i < n; i++)
+		on_send(p, c, &p->wcs[i]);
+	KVF_FAULT_CQ_POLLED(n, kvf_monotonic_ns());
+	return n;
+}
+
+static void fail_all(struct kvf_rdma *t, const char *why);
+
+/* The rail's receive CQ: every QP's receives. */
+static int poll_rx(struct poller *p)
+{
+	int n;
+
+	if (KVF_FAULT_CQ_STALLED(kvf_monotonic_ns()))
+		return 0;
+	n = ibv_poll_cq(p->t->rx.cq, (int)p->batch, p->wcs);
+	if (n < 0) {
+		fail_all(p->t, "ibv_poll_cq failed on the shared receive CQ");
+		return 0;
 	}
+	atomic_fetch_add_explicit(&p->t->st_completions, (uint64_t)n, memory_order_relaxed);
+	for (int i = 0; i < n; i++)
+		on_shared_recv(p, &p->wcs[i]);
 	KVF_FAULT_CQ_POLLED(n, kvf_monotonic_ns());
 	return n;
 }
 
 static int poll_all(struct poller *p)
 {
-	int busy = 0;
+	int busy = poll_rx(p);
 
 	for (uint32_t i = 0; i < p->t->np; i++)
 		busy += poll_cq(p, p->t->plist[i]);
@@ -243,14 +280,6 @@ static void on_cm_events(struct kvf_rdma *t)
 		if (doomed)
 			rdma_destroy_id(doomed);
 	}
-}
-
-static struct kvf_conn *by_qp_num(struct kvf_rdma *t, uint32_t qp_num)
-{
-	for (uint32_t i = 0; i < t->np; i++)
-		if (t->plist[i]->qp && t->plist[i]->qp_num == qp_num)
-			return t->plist[i];
-	return NULL;
 }
 
 static struct kvf_conn *by_cq(struct kvf_rdma *t, const struct ibv_cq *cq)
@@ -295,7 +324,16 @@ static void on_async_event(struct kvf_rdma *t, const struct ibv_async_event *ae)
 		c = by_qp_num(t, ae->element.qp->qp_num);
 		break;
 	case KVF_ASYNC_CQ_FATAL:
-		c = by_cq(t, ae->element.cq);
+		if (ae->element.cq == t->rx.cq)
+			fail_all(t, why); /* every connection's receives */
+		else
+			c = by_cq(t, ae->element.cq);
+		break;
+	case KVF_ASYNC_SRQ_FATAL:
+	case KVF_ASYNC_SRQ_LIMIT:
+		/* Ours, or another engine's of this process (one context is
+		 * shared): that one's poller acts on it. */
+		kvf_frames_srq_event(t, ae->element.srq, ae->event_type == IBV_EVENT_SRQ_ERR);
 		break;
 	case KVF_ASYNC_PORT_FATAL:
 		atomic_store(&t->port_down, true); /* new rooms: another rail (rails.h) */
@@ -341,12 +379,13 @@ static void on_cq_events(struct kvf_rdma *t)
 	void *ctx;
 
 	while (!ibv_get_cq_event(t->cch, &cq, &ctx)) {
-		struct kvf_conn *c = ctx;
+		struct kvf_conn *c = ctx; /* NULL: the shared receive CQ */
+		uint32_t *unacked = c ? &c->cq_unacked : &t->rx.cq_unacked;
 
 		/* Acked in batches: each ack takes a lock in the library. */
-		if (++c->cq_unacked >= CQ_ACK_BATCH) {
-			ibv_ack_cq_events(cq, c->cq_unacked);
-			c->cq_unacked = 0;
+		if (++*unacked >= CQ_ACK_BATCH) {
+			ibv_ack_cq_events(cq, *unacked);
+			*unacked = 0;
 		}
 	}
 }
@@ -483,14 +522,30 @@ static bool drained(struct kvf_conn *c, uint64_t now)
 		kvf_conn_post_sq_drain_marker(c);
 		c->dead_ns = now; /* the give-up below counts from here */
 	}
-	if (c->sq_drained && c->rq_drained)
+	if (c->sq_drained)
 		return true;
 	if (age_ns(now, c->dead_ns) > DRAIN_GIVE_UP_NS) {
-		kvf_warn("poller", "connection %u: flush not drained after 2 s (sq %d, rq %d); "
-			 "destroying it anyway", c->id, c->sq_drained, c->rq_drained);
+		kvf_warn("poller", "connection %u: send queue flush not drained after 2 s; "
+			 "destroying it anyway", c->id);
 		return true;
 	}
 	return false;
+}
+
+/* Its QP gone, no completion of c's can come: the send frames of the
+ * rail's pool it still holds (a flush not drained) go back. The scheduler
+ * owns the pool: it hears it as a completion of the drain marker, after
+ * every completion of c's pushed before (txpool.h). */
+static void reclaim_frames(struct kvf_rdma *t, struct kvf_conn *c)
+{
+	struct kvf_event ev = {
+		.kind = KVF_EV_WC,
+		.status = IBV_WC_WR_FLUSH_ERR,
+		.peer = c->group,
+		.key = kvf_wr_id(KVF_WR_CTRL, c->id, KVF_DRAIN_SLOT),
+	};
+
+	kvf_rdma_push(t, &ev);
 }
 
 /* Each connection: its liveness (the peer's silence, our keepalive), its
@@ -499,6 +554,10 @@ static bool drained(struct kvf_conn *c, uint64_t now)
 static void housekeeping(struct kvf_rdma *t, uint64_t now)
 {
 	kvf_watch_round(&t->watch, now);
+	if (atomic_exchange(&t->rx.dead, false))
+		fail_all(t, "the shared receive queue failed (IBV_EVENT_SRQ_ERR)");
+	if (atomic_exchange(&t->rx.low, false))
+		kvf_frames_on_limit(t);
 	for (uint32_t i = 0; i < t->np;) {
 		struct kvf_conn *c = t->plist[i];
 
@@ -509,6 +568,7 @@ static void housekeeping(struct kvf_rdma *t, uint64_t now)
 			continue;
 		}
 		kvf_conn_destroy(c);
+		reclaim_frames(t, c);
 		t->plist[i] = t->plist[--t->np];
 		kvf_conn_unlink(c);
 		kvf_conn_put(c);
@@ -547,6 +607,7 @@ static void sleep_until_work(struct poller *p, int timeout_ms)
 {
 	struct kvf_rdma *t = p->t;
 
+	ibv_req_notify_cq(t->rx.cq, 0);
 	for (uint32_t i = 0; i < t->np; i++)
 		if (t->plist[i]->cq)
 			ibv_req_notify_cq(t->plist[i]->cq, 0);

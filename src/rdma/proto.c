@@ -55,13 +55,60 @@ uint32_t kvf_proto_info_max(uint32_t max_blocks)
 	return m > UINT32_MAX ? UINT32_MAX : (uint32_t)m;
 }
 
+/* Runs of consecutive ids in items[0..n). */
+static uint32_t count_runs(const uint32_t *items, uint32_t n)
+{
+	uint32_t runs = n ? 1 : 0;
+
+	for (uint32_t i = 1; i < n; i++)
+		runs += items[i] != items[i - 1] + 1;
+	return runs;
+}
+
+/* A list's body in bytes, and whether it goes as runs (smaller only). */
+static size_t list_body(const struct kvf_proto_list *l, bool *as_runs)
+{
+	uint32_t runs = count_runs(l->items, l->n);
+
+	*as_runs = (uint64_t)runs * KVF_PROTO_RUN_LEN < (uint64_t)l->n * 4u;
+	return *as_runs ? (size_t)runs * KVF_PROTO_RUN_LEN : (size_t)l->n * 4u;
+}
+
 size_t kvf_proto_info_len(const struct kvf_proto_list *lists, uint32_t nlists, uint32_t user_len)
 {
 	size_t len = KVF_PROTO_INFO_FIXED + pad4(user_len);
+	bool runs;
 
 	for (uint32_t k = 0; k < nlists; k++)
-		len += KVF_PROTO_INFO_LIST_FIXED + (size_t)lists[k].n * 4u;
+		len += KVF_PROTO_INFO_LIST_FIXED + list_body(&lists[k], &runs);
 	return len;
+}
+
+/* One list at p, as list_body chose; returns the end. */
+static uint8_t *put_list(uint8_t *p, const struct kvf_proto_list *l)
+{
+	bool runs;
+
+	list_body(l, &runs);
+	put32(p, l->region | (runs ? KVF_PROTO_INFO_RUNS : 0));
+	put32(p + 4, runs ? count_runs(l->items, l->n) : l->n);
+	p += KVF_PROTO_INFO_LIST_FIXED;
+	for (uint32_t i = 0; i < l->n; i++) {
+		uint32_t j = i;
+
+		if (!runs) {
+			put32(p, l->items[i]);
+			p += 4;
+			continue;
+		}
+		while (j + 1 < l->n && l->items[j + 1] == l->items[j] + 1)
+			j++;
+		put32(p, l->items[i]);
+		put32(p + 4, j - i + 1);
+		p += KVF_PROTO_RUN_LEN;
+		i = j;
+	}
+	return p;
 }
 
 static void put_hdr(uint8_t *p, uint8_t type, size_t len, uint64_t room_id)
@@ -138,13 +185,8 @@ int kvf_proto_encode_info(void *buf, size_t cap, const struct kvf_proto_list *li
 	if (user_len)
 		memcpy(p, user, user_len);
 	p += pad4(user_len);
-	for (uint32_t k = 0; k < nlists; k++) {
-		put32(p, lists[k].region);
-		put32(p + 4, lists[k].n);
-		p += KVF_PROTO_INFO_LIST_FIXED;
-		for (uint32_t i = 0; i < lists[k].n; i++, p += 4)
-			put32(p, lists[k].items[i]);
-	}
+	for (uint32_t k = 0; k < nlists; k++)
+		p = put_list(p, &lists[k]);
 	return (int)len;
 }
 

@@ -62,8 +62,11 @@
  * a version-3 peer would read geometry as the next buffer.
  * 5: the token hash leaves the connect data (a nonce takes its place) and
  * AUTH frames prove the token (auth.h): a version-4 peer would take the
- * nonce for a hash and find no AUTH frame type. */
-#define KVF_PROTO_VERSION 5u
+ * nonce for a hash and find no AUTH frame type.
+ * 6: an info list may be runs (start, count) instead of items: a list's
+ * region word with KVF_PROTO_INFO_RUNS set. A version-5 peer would take the
+ * word for a region id it does not have. */
+#define KVF_PROTO_VERSION 6u
 #define KVF_PROTO_HDR_LEN 24u
 #define KVF_PROTO_ENGINE_ID_LEN 32u
 #define KVF_PROTO_HELLO_FIXED (KVF_PROTO_HDR_LEN + KVF_PROTO_ENGINE_ID_LEN + 8u)
@@ -73,6 +76,8 @@
 #define KVF_PROTO_MAX_REGIONS 16u     /* = KVF_MAX_REGIONS */
 #define KVF_PROTO_INFO_FIXED 8u       /* nlists, user_len */
 #define KVF_PROTO_INFO_LIST_FIXED 8u  /* region, n */
+#define KVF_PROTO_INFO_RUNS 0x80000000u /* in a list's region word: n runs follow */
+#define KVF_PROTO_RUN_LEN 8u          /* a run: start u32, count u32 */
 #define KVF_PROTO_USER_MAX 256u       /* = KVF_USER_DATA_MAX */
 #define KVF_PROTO_ROOM_INFO_FIXED (KVF_PROTO_HDR_LEN + 16u)
 #define KVF_PROTO_ROOM_INFO_CONT_FIXED (KVF_PROTO_HDR_LEN + 8u)
@@ -192,7 +197,9 @@ struct kvf_proto_list {
 	uint32_t n;
 	const uint32_t *items;
 };
-/* The info's length for these lists and user data. */
+/* The info's length for these lists and user data. Each list goes as
+ * items (4 bytes each) or, where that is smaller, as runs of consecutive
+ * items (8 bytes each: a contiguous list of any length is one run). */
 size_t kvf_proto_info_len(const struct kvf_proto_list *lists, uint32_t nlists, uint32_t user_len);
 /* Encode an info into buf (cap bytes). Returns its length, -EMSGSIZE, -EINVAL. */
 int kvf_proto_encode_info(void *buf, size_t cap, const struct kvf_proto_list *lists,

@@ -23,8 +23,61 @@ static const struct kvf_hello_region *lim_region(const struct kvf_proto_limits *
 	return NULL;
 }
 
+/* A list's items, as items: each below the region's nitems. Into ids
+ * (room for them) unless NULL. Returns the bytes it took, or -EBADMSG. */
+static int list_items(const uint8_t *p, size_t len, uint32_t n,
+		      const struct kvf_hello_region *r, uint32_t room, uint32_t *ids,
+		      char *detail, size_t dlen)
+{
+	if (n > room || len / 4u < n)
+		BAD(-EBADMSG, "ROOM_INFO list for region '%s' of %" PRIu32 " items: %s", r->name,
+		    n, len / 4u < n ? "runs past the info" :
+		    "more items than engine.max_blocks_per_room over the lists");
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t item = get32(p + 4u * i);
+
+		if (item >= r->nitems)
+			BAD(-EBADMSG, "ROOM_INFO list for region '%s': item %" PRIu32 " is %" PRIu32
+			    ", outside its %" PRIu32, r->name, i, item, r->nitems);
+		if (ids)
+			ids[i] = item;
+	}
+	return (int)(n * 4u);
+}
+
+/* A list's items, as nruns runs (start, count): each run inside the
+ * region, not empty; *nitems gets the items they make. Returns the bytes
+ * it took, or -EBADMSG. */
+static int list_runs(const uint8_t *p, size_t len, uint32_t nruns,
+		     const struct kvf_hello_region *r, uint32_t room, uint32_t *ids,
+		     uint32_t *nitems, char *detail, size_t dlen)
+{
+	uint32_t at = 0;
+
+	if (len / KVF_PROTO_RUN_LEN < nruns)
+		BAD(-EBADMSG, "ROOM_INFO list for region '%s' of %" PRIu32 " runs: runs past the "
+		    "info", r->name, nruns);
+	for (uint32_t k = 0; k < nruns; k++, p += KVF_PROTO_RUN_LEN) {
+		uint32_t start = get32(p), count = get32(p + 4);
+
+		if (!count || start >= r->nitems || count > r->nitems - start)
+			BAD(-EBADMSG, "ROOM_INFO list for region '%s': run %" PRIu32 " (items %"
+			    PRIu32 "+%" PRIu32 ") is %s its %" PRIu32, r->name, k, start, count,
+			    count ? "outside" : "empty in", r->nitems);
+		if (count > room - at)
+			BAD(-EBADMSG, "ROOM_INFO list for region '%s': more items than "
+			    "engine.max_blocks_per_room over the lists", r->name);
+		for (uint32_t i = 0; ids && i < count; i++)
+			ids[at + i] = start + i;
+		at += count;
+	}
+	*nitems = at;
+	return (int)(nruns * KVF_PROTO_RUN_LEN);
+}
+
 /* The lists of an info, from p (len bytes left), into pi (room for nids
- * items, counted by the caller's first pass: pass pi NULL to count). */
+ * items, counted by the caller's first pass: pass pi NULL to count). A
+ * list is items or runs (docs/wire.md 5.4); pi holds items either way. */
 static int info_lists(const uint8_t *p, size_t len, uint32_t nlists,
 		      const struct kvf_proto_limits *lim, struct kvf_peer_info *pi,
 		      uint32_t *nids, char *detail, size_t dlen)
@@ -33,11 +86,15 @@ static int info_lists(const uint8_t *p, size_t len, uint32_t nlists,
 
 	for (uint32_t k = 0; k < nlists; k++) {
 		const struct kvf_hello_region *r;
-		uint32_t id, n;
+		uint32_t word, id, n, items;
+		bool runs;
+		int used;
 
 		if (len < KVF_PROTO_INFO_LIST_FIXED)
 			BAD(-EBADMSG, "ROOM_INFO info ends inside list %" PRIu32 "'s header", k);
-		id = get32(p);
+		word = get32(p);
+		runs = word & KVF_PROTO_INFO_RUNS;
+		id = word & ~KVF_PROTO_INFO_RUNS;
 		n = get32(p + 4);
 		p += KVF_PROTO_INFO_LIST_FIXED;
 		len -= KVF_PROTO_INFO_LIST_FIXED;
@@ -46,28 +103,24 @@ static int info_lists(const uint8_t *p, size_t len, uint32_t nlists,
 			BAD(-EBADMSG, "ROOM_INFO list %" PRIu32 " names region id %" PRIu32 ", %s", k,
 			    id, r ? "named by an earlier list" : "not in the peer's HELLO");
 		seen |= 1u << id;
-		if (n == 0 || n > lim->max_blocks - at || len / 4u < n)
-			BAD(-EBADMSG, "ROOM_INFO list for region '%s' of %" PRIu32 " items: %s", r->name,
-			    n, !n ? "empty" : len / 4u < n ? "runs past the info" :
-			    "more items than engine.max_blocks_per_room over the lists");
-		for (uint32_t i = 0; i < n; i++) {
-			uint32_t item = get32(p + 4u * i);
-
-			if (item >= r->nitems)
-				BAD(-EBADMSG, "ROOM_INFO list for region '%s': item %" PRIu32 " is %"
-				    PRIu32 ", outside its %" PRIu32, r->name, i, item, r->nitems);
-			if (pi)
-				pi->ids[at + i] = item;
-		}
+		if (n == 0)
+			BAD(-EBADMSG, "ROOM_INFO list for region '%s' is empty", r->name);
+		items = n;
+		used = runs ? list_runs(p, len, n, r, lim->max_blocks - at, pi ? pi->ids + at : NULL,
+					&items, detail, dlen) :
+			      list_items(p, len, n, r, lim->max_blocks - at, pi ? pi->ids + at : NULL,
+					 detail, dlen);
+		if (used < 0)
+			return used;
 		if (pi) {
 			memcpy(pi->lists[k].name, r->name, sizeof(pi->lists[k].name));
 			pi->lists[k].peer_region = id;
-			pi->lists[k].n = n;
+			pi->lists[k].n = items;
 			pi->lists[k].first = at;
 		}
-		at += n;
-		p += (size_t)n * 4u;
-		len -= (size_t)n * 4u;
+		at += items;
+		p += used;
+		len -= (size_t)used;
 	}
 	if (len)
 		BAD(-EBADMSG, "ROOM_INFO info has %zu bytes after its last list", len);

@@ -21,6 +21,7 @@
 
 #include "backoff.h"
 #include "config.h"
+#include "frames.h"
 #include "idtab.h"
 #include "liveness.h"
 #include "rdma.h"
@@ -54,6 +55,8 @@ struct kvf_rdma {
 	int wake_fd;                  /* eventfd: the scheduler wakes the poller */
 
 	uint32_t frame_max;           /* our receive (and send) buffer size */
+	struct kvf_rx_frames rx;      /* poller: the shared receive queue (frames.h) */
+	struct kvf_tx_frames tx;      /* scheduler: the send frames (frames.h) */
 	uint32_t max_sge;
 	uint32_t signal_every;
 	uint8_t cm_priv[56];          /* our connect private data, without its
@@ -140,12 +143,21 @@ struct kvf_rdma {
 	_Atomic uint64_t st_auth_ok;
 	_Atomic uint64_t st_auth_refused[KVF_AUTH_NUM];
 	_Atomic uint64_t st_auth_dropped;
+	/* The shared receive queue (frames.c, poller.c): frames it holds,
+	 * limit events, and completions for a QP no longer known (counted,
+	 * the frame reposted). */
+	_Atomic uint64_t st_rx_frames;
+	_Atomic uint64_t st_srq_low;
+	_Atomic uint64_t st_rx_stray;
+	_Atomic uint64_t st_info_bytes_rx; /* ROOM_INFO(_CONT) frames' bytes (poller.c) */
 
 	/* Poller-thread only: connections it polls (have a CQ), and its own
 	 * presence (liveness.h: its absences are not the peers' silence). */
 	struct kvf_watch watch;
 	struct kvf_conn **plist;
 	uint32_t np;
+	struct kvf_idtab qps;         /* of kvf_conn.q_node, by qp_num: whose
+	                                 receive a shared-queue completion is */
 	struct ibv_wc *wcs;           /* rdma.poll_batch of them, allocated at create */
 	uint64_t async_other_port;    /* async events for a port not ours, ignored */
 };

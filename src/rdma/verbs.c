@@ -44,8 +44,14 @@ enum kvf_async_class kvf_async_classify(const struct ibv_async_event *ae, uint8_
 		return KVF_ASYNC_PORT_FATAL;
 	case IBV_EVENT_DEVICE_FATAL:
 		return KVF_ASYNC_DEV_FATAL;
-	/* SRQ_ERR, WQ_FATAL: we create no SRQ or WQ; on a context rdma_cm
-	 * shares in the process they are someone else's. */
+	/* Our rail's shared receive queue (frames.h), or another engine's
+	 * on this context: element.srq says which. */
+	case IBV_EVENT_SRQ_ERR:
+		return KVF_ASYNC_SRQ_FATAL;
+	case IBV_EVENT_SRQ_LIMIT_REACHED:
+		return KVF_ASYNC_SRQ_LIMIT;
+	/* WQ_FATAL: we create no WQ; QP_LAST_WQE_REACHED: a QP of ours in
+	 * error took its last receive from the SRQ, nothing to do. */
 	default:
 		return KVF_ASYNC_INFO;
 	}

@@ -19,6 +19,9 @@ enum kvf_async_class {
 	KVF_ASYNC_PORT_FATAL,  /* our port: every connection (they are all on it) */
 	KVF_ASYNC_OTHER_PORT,  /* a port event for a port we do not use: ignored */
 	KVF_ASYNC_DEV_FATAL,   /* every connection on the device */
+	KVF_ASYNC_SRQ_FATAL,   /* a shared receive queue (element.srq): every
+	                          connection of the rail that owns it */
+	KVF_ASYNC_SRQ_LIMIT,   /* a shared receive queue ran low: its rail grows it */
 };
 enum kvf_async_class kvf_async_classify(const struct ibv_async_event *ae, uint8_t port);
 

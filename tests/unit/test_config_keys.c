@@ -42,7 +42,7 @@ Test(config_keys, defaults_follow_sglang_and_design)
 	cr_assert_eq(c.max_tombstones, 65536);
 	cr_assert_eq(c.max_parked_info_bytes, 16u << 20);
 	cr_assert_eq(c.max_rooms, 4096);
-	cr_assert_eq(c.max_blocks_per_room, 65536);
+	cr_assert_eq(c.max_blocks_per_room, 2097152);
 	cr_assert_eq(c.ring_size, 16384);
 	cr_assert_eq(c.summary_interval_s, 60);
 	cr_assert_not(c.rdma_enabled);

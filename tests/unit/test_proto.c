@@ -321,6 +321,15 @@ static int decode_info(uint32_t len)
 	return rc;
 }
 
+static int decode_info_with(uint32_t len, const struct kvf_proto_limits *l)
+{
+	struct kvf_peer_info *pi = NULL;
+	int rc = kvf_proto_decode_info(info, len, l, 1, 2, &pi, why, sizeof(why));
+
+	free(pi);
+	return rc;
+}
+
 #define expect_info_reject(len, text)                                                   \
 	do {                                                                            \
 		cr_assert_eq(decode_info(len), -EBADMSG, "%s", why);                    \
@@ -522,4 +531,99 @@ Test(proto, hello_geometry_round_trip_and_refusals)
 	g[1].geom = (struct kvf_buf_geometry){.layer = 3};
 	len = kvf_proto_encode_hello(buf, sizeof(buf), "e", hr2, 2, g);
 	expect_reject((size_t)len, -EBADMSG, "geometry page_tokens 0 x heads 0");
+}
+
+/* ---------------------------------------------------- lists as runs */
+
+static struct kvf_peer_info *decode_ok(uint32_t len, const struct kvf_proto_limits *l)
+{
+	struct kvf_peer_info *pi = NULL;
+
+	cr_assert_eq(kvf_proto_decode_info(info, len, l, 1, 2, &pi, why, sizeof(why)), 0, "%s",
+		     why);
+	return pi;
+}
+
+/* A list goes as runs where that is smaller, and names the same items in
+ * the same order (docs/wire.md 5.4). */
+Test(proto, a_list_goes_as_runs_where_smaller)
+{
+	uint32_t kv[40], scattered[6] = { 9, 8, 99, 0, 1, 50 }, aux = 2;
+	struct kvf_proto_list l[2] = { { 0, 40, kv }, { 3, 1, &aux } };
+	struct kvf_peer_info *pi;
+	uint32_t len;
+
+	for (uint32_t i = 0; i < 40; i++) /* runs 10..29 and 60..79 */
+		kv[i] = i < 20 ? 10 + i : 40 + i;
+	len = (uint32_t)kvf_proto_encode_info(info, sizeof(info), l, 2, NULL, 0);
+	cr_assert_eq(len, 8 + (8 + 2 * 8) + (8 + 4), "two runs, and aux as one item");
+	cr_assert_eq(len, kvf_proto_info_len(l, 2, 0));
+	cr_assert_eq(info[8 + 3], 0x80, "the runs flag in the region word");
+	pi = decode_ok(len, &lim);
+	cr_assert_eq(pi->nids, 41);
+	cr_assert_eq(pi->lists[0].n, 40);
+	cr_assert_eq(pi->lists[1].first, 40);
+	for (uint32_t i = 0; i < 40; i++)
+		cr_assert_eq(pi->ids[i], kv[i], "item %u", i);
+	cr_assert_eq(pi->ids[40], 2);
+	free(pi);
+	l[0] = (struct kvf_proto_list){ 0, 6, scattered };
+	len = (uint32_t)kvf_proto_encode_info(info, sizeof(info), l, 1, NULL, 0);
+	cr_assert_eq(len, 8 + 8 + 6 * 4, "scattered items stay items");
+	cr_assert_eq(info[8 + 3], 0);
+}
+
+/* A contiguous million-item list (a 1M-token request at page size 1) is
+ * one run: 24 bytes of info, not 4 MiB. */
+Test(proto, a_million_contiguous_items_are_one_run)
+{
+	const uint32_t n = 1u << 20;
+	struct kvf_hello_region big = { .name = "kv", .id = 0, .nitems = 2 * n, .nbufs = 2 };
+	struct kvf_proto_limits bl = { .max_blocks = n, .max_bufs = 8, .regions = &big,
+				       .nregions = 1 };
+	uint32_t *ids = malloc(n * sizeof(*ids));
+	struct kvf_proto_list l = { 0, n, ids };
+	struct kvf_peer_info *pi;
+	uint32_t len;
+
+	cr_assert_not_null(ids);
+	for (uint32_t i = 0; i < n; i++)
+		ids[i] = 7 + i;
+	len = (uint32_t)kvf_proto_encode_info(info, sizeof(info), &l, 1, NULL, 0);
+	cr_assert_eq(len, 24);
+	pi = decode_ok(len, &bl);
+	cr_assert_eq(pi->nids, n);
+	cr_assert_eq(pi->ids[0], 7);
+	cr_assert_eq(pi->ids[n - 1], 7 + n - 1);
+	free(pi);
+	bl.max_blocks = n - 1;
+	cr_assert_eq(decode_info_with(len, &bl), -EBADMSG);
+	cr_assert(strstr(why, "more items than engine.max_blocks_per_room"), "%s", why);
+	free(ids);
+}
+
+static void put_run(uint32_t off, uint32_t start, uint32_t count)
+{
+	memcpy(info + off, &start, 4);
+	memcpy(info + off + 4, &count, 4);
+}
+
+Test(proto, bad_runs_are_named)
+{
+	uint32_t kv[8] = { 0, 1, 2, 3, 10, 11, 12, 13 };
+	struct kvf_proto_list l = { 0, 8, kv };
+	uint32_t len = (uint32_t)kvf_proto_encode_info(info, sizeof(info), &l, 1, NULL, 0);
+
+	cr_assert_eq(len, 8 + 8 + 2 * 8);
+	cr_assert_eq(decode_info(len), 0, "%s", why);
+	put_run(24, 10, 0);
+	expect_info_reject(len, "run 1 (items 10+0) is empty in its 100");
+	put_run(24, 98, 3);
+	expect_info_reject(len, "run 1 (items 98+3) is outside its 100");
+	put_run(24, 0xffffffffu, 2);
+	expect_info_reject(len, "run 1 (items 4294967295+2) is outside its 100");
+	put_run(24, 10, 61); /* 4 + 61 items, over lim's 64 */
+	expect_info_reject(len, "more items than engine.max_blocks_per_room");
+	put_run(24, 10, 4);
+	expect_info_reject(len - 4, "of 2 runs: runs past the info");
 }

@@ -51,9 +51,17 @@ Test(verbs, qp_errors_are_one_connections)
 Test(verbs, only_device_fatal_takes_the_device)
 {
 	cr_assert_eq(classify(IBV_EVENT_DEVICE_FATAL), KVF_ASYNC_DEV_FATAL);
-	cr_assert_eq(classify(IBV_EVENT_SRQ_ERR), KVF_ASYNC_INFO);
 	cr_assert_eq(classify(IBV_EVENT_WQ_FATAL), KVF_ASYNC_INFO);
+	cr_assert_eq(classify(IBV_EVENT_QP_LAST_WQE_REACHED), KVF_ASYNC_INFO);
 	cr_assert_eq(classify(IBV_EVENT_COMM_EST), KVF_ASYNC_INFO);
+}
+
+/* The rail's shared receive queue (src/rdma/frames.h): an error takes its
+ * rail's connections, the limit event grows it. */
+Test(verbs, srq_events_are_the_shared_queues)
+{
+	cr_assert_eq(classify(IBV_EVENT_SRQ_ERR), KVF_ASYNC_SRQ_FATAL);
+	cr_assert_eq(classify(IBV_EVENT_SRQ_LIMIT_REACHED), KVF_ASYNC_SRQ_LIMIT);
 }
 
 /* The poller posts keepalives on the scheduler's QPs (src/rdma/keepalive.h):

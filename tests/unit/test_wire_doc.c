@@ -366,7 +366,8 @@ static void auth_vector(const char *token, uint8_t role, uint32_t dq, uint32_t p
 		     KVF_WIRE_AUTH_LEN);
 	hex(code + KVF_WIRE_AUTH_MAC_OFF, 32, hc);
 	hex(doc + KVF_WIRE_AUTH_MAC_OFF, 32, hd);
-	cr_expect_str_eq(hc, mac, "kvferry's MAC for \"%s\" role %u is not the doc's", token, role);
+	cr_expect_str_eq(hc, mac, "kvferry's MAC for \"%s\" role %u is %s, not the doc's", token,
+			 role, hc);
 	cr_expect_str_eq(hd, mac, "the doc's layout for \"%s\" role %u is not its vector", token, role);
 	cr_expect_eq(memcmp(code, doc, sizeof(doc)), 0, "the two frames differ byte for byte");
 	cr_assert_eq(kvf_proto_decode(doc, sizeof(doc), &lim, &f, NULL, why, sizeof(why)), 0, "%s", why);
