@@ -8,6 +8,7 @@ import logging
 import os
 import struct
 import time
+import weakref
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import kvferry
@@ -145,6 +146,9 @@ class KVFerryKVManager(BaseKVManager):
         self.prefill_info_table: Dict[str, Any] = {}
         self.enable_staging = False
         self._peers: Dict[Tuple[str, int, int, int], str] = {}
+        # decode: receivers not yet past their bootstrap, per bootstrap
+        # address: a refused bootstrap token fails them all at once
+        self._waiting: Dict[str, "weakref.WeakSet[Any]"] = {}
         log.info("kvferry %s rank %d (attn TP %d/%d, PP %d/%d): %d pages x %d buffers%s, "
                  "aux %s, %d state regions", self.mode, self.layout.engine_rank,
                  self.layout.attn_tp_rank, self.layout.attn_tp_size, self.layout.pp_rank,
@@ -335,13 +339,29 @@ class KVFerryKVManager(BaseKVManager):
                          server)
                 return
             except bs.BootstrapError as e:
-                if i == attempts - 1:
-                    raise
+                if i == attempts - 1 or isinstance(e, bs.BootstrapRefused):
+                    raise  # a refused token stays refused: no point retrying
                 log.warning("register to bootstrap %s (attempt %d of %d): %s", server, i + 1,
                             attempts, e)
                 time.sleep(min(2.0 ** i, 30.0))
 
     # ---- bootstrap, decode side
+    def await_bootstrap(self, bootstrap_addr: str, receiver: Any, waiting: bool = True) -> None:
+        """receiver waits for bootstrap_addr's layout (waiting=False: no more)."""
+        ws = self._waiting.setdefault(bootstrap_addr, weakref.WeakSet())
+        if waiting:
+            ws.add(receiver)
+        else:
+            ws.discard(receiver)
+
+    def _refused_by(self, bootstrap_addr: str, e: Exception) -> None:
+        """The bootstrap server refused our token: SGLang would retry its
+        layout query for a while and then fail the requests as "aborted";
+        they fail now instead, with the reason."""
+        log.error("prefill layout from %s: %s", bootstrap_addr, e)
+        for r in list(self._waiting.pop(bootstrap_addr, ())):
+            r.fail_local(f"bootstrap {bootstrap_addr}: {e}")
+
     def try_ensure_parallel_info(self, bootstrap_addr: str) -> bool:
         """One attempt to learn the prefill server's layout (GET /route with -1s)
         and this rank's mapping onto it; True when known. A layout this rank
@@ -350,6 +370,9 @@ class KVFerryKVManager(BaseKVManager):
             return True
         try:
             d = bs.get_route(bootstrap_addr, -1, -1, -1, -1)
+        except bs.BootstrapRefused as e:
+            self._refused_by(bootstrap_addr, e)
+            return False
         except bs.BootstrapError as e:
             log.error("prefill layout from %s: %s", bootstrap_addr, e)
             return False

@@ -46,12 +46,14 @@ class KVFerryKVReceiver(BaseKVReceiver):
         self._failure: Optional[str] = None  # failed before its room existed
         self._cleared = False
         self.pages_deferred = False
+        mgr.await_bootstrap(bootstrap_addr, self)  # a refused token fails it at once
         if prefill_dp_rank is not None:  # older SGLang: known at construction
             self.init(prefill_dp_rank)
 
     def fail_local(self, why: str) -> None:
         """Failed by this side before or beside the room: the room (if any)
         is aborted so the prefill hears it."""
+        self.kv_mgr.await_bootstrap(self.bootstrap_addr, self, waiting=False)
         if self._failure is None:
             self._failure = why
             log.warning("room %#x: %s", self.bootstrap_room, why)
@@ -79,6 +81,7 @@ class KVFerryKVReceiver(BaseKVReceiver):
                 self.room = mgr.engine.receiver(self.bootstrap_room, peers[0])
             else:
                 self.room = mgr.engine.receiver(self.bootstrap_room, peers=peers)
+            mgr.await_bootstrap(self.bootstrap_addr, self, waiting=False)
         except (bs.BootstrapError, ValueError, RuntimeError, KeyError,
                 kvferry.KVFerryError) as e:
             mgr.forget_peers(self.bootstrap_addr)
