@@ -50,6 +50,11 @@
  *               second, right connection
  *   early       connection 1 sends HELLO before its proof: refused (frame
  *               before proof); rooms on a second, right connection
+ *   tombstone   a second authenticated decode that asks for nothing: ABORT
+ *               (to the sender role) for each of the rooms' ids, before
+ *               the prefill has them (issue 43); every one must be
+ *               acknowledged (ABORT_ACK), then the connection stays up
+ *               --wait s (heartbeats) while a good decode asks for them
  *
  * One line per event on stdout ("fake_peer: ..."); the last line is
  * "fake_peer: RESULT ok" or "fake_peer: RESULT FAIL <reason>" (what this
@@ -91,10 +96,11 @@
 #define CQ_N 256
 
 enum mode { M_GOOD, M_BAD_RKEY, M_BAD_BLOCK, M_MR_OVERRUN, M_TRUNCATED, M_SHORT, M_BAD_LAYOUT,
-	    M_BAD_VERSION, M_BAD_TOKEN, M_BIG_POOL, M_CLOSE_FAST, M_REPLAY, M_SILENT, M_EARLY };
+	    M_BAD_VERSION, M_BAD_TOKEN, M_BIG_POOL, M_CLOSE_FAST, M_REPLAY, M_SILENT, M_EARLY,
+	    M_TOMBSTONE };
 static const char *const mode_names[] = {"good", "bad-rkey", "bad-block", "mr-overrun",
 	"truncated", "short", "bad-layout", "bad-version", "bad-token", "big-pool", "close-fast",
-	"replay", "silent", "early"};
+	"replay", "silent", "early", "tombstone"};
 
 struct opts {
 	const char *server, *bind, *token;
@@ -114,7 +120,7 @@ struct peer {
 	uint8_t **bufs;       /* the pool: nbufs x pool_blocks x block_size */
 	uint8_t *rx, *tx;
 	uint8_t *rstate;      /* per room */
-	uint32_t ok, bad_words, aborts;
+	uint32_t ok, bad_words, aborts, acks;
 	bool got_hello;
 };
 
@@ -791,6 +797,9 @@ static int run_loop(struct peer *p, struct conn *c, uint32_t lo, uint32_t hi, bo
 					       i, f.room_id, f.to_role, f.reason);
 					if (i < p->o.rooms && p->rstate[i] == R_ASKED)
 						p->rstate[i] = R_ABORTED;
+				} else if (f.type == KVF_WIRE_FR_ABORT_ACK) {
+					p->acks++;
+					printf("fake_peer: ABORT_ACK for id=%#" PRIx64 "\n", f.room_id);
 				} else if (f.type != KVF_WIRE_FR_HEARTBEAT) {
 					printf("fake_peer: %s for %#" PRIx64 "\n", kw_frame_name(f.type),
 					       f.room_id);
@@ -921,6 +930,32 @@ static int auth_mode(struct peer *p)
 		      o->mode == M_BAD_TOKEN ? "" : "; every room on the right connection");
 }
 
+/* tombstone: ABORT every room id before the prefill has its room, each
+ * acknowledged at once (nothing of it is posted there); then stay up. */
+static int tombstone_mode(struct peer *p, struct conn *c)
+{
+	const struct opts *o = &p->o;
+	uint32_t slot;
+
+	for (uint32_t i = 0; i < o->rooms; i++) {
+		size_t len = kw_encode_abort(tx_slot(p, c, &slot), FRAME, o->first_id + i,
+					     KVF_WIRE_ROLE_SENDER, KVF_WIRE_REASON_LOCAL_ABORT);
+
+		if (!len || post_send(p, c, slot, (uint32_t)len))
+			return result(false, "ABORT for room %u could not be sent", i);
+		printf("fake_peer: ABORT sent for id=%#" PRIx64 " t=%.6f\n", o->first_id + i,
+		       kvt_mono());
+	}
+	for (double end = kvt_mono() + o->timeout_s; p->acks < o->rooms && kvt_mono() < end && !c->gone;)
+		run_loop(p, c, 0, 0, true, 0.2);
+	printf("fake_peer: tombstones acknowledged %u of %u t=%.6f\n", p->acks, o->rooms, kvt_mono());
+	linger(p, c, o->wait_s);
+	conn_close(p, c);
+	if (p->acks != o->rooms)
+		return result(false, "%u of %u ABORTs acknowledged", p->acks, o->rooms);
+	return result(true, "%u room ids aborted before their rooms, each acknowledged", o->rooms);
+}
+
 int main(int argc, char **argv)
 {
 	struct peer p = {0};
@@ -966,6 +1001,8 @@ int main(int argc, char **argv)
 	if (rc)
 		return result(false, "HELLO: %s", strerror(rc < 0 ? -rc : rc));
 
+	if (o->mode == M_TOMBSTONE)
+		return tombstone_mode(&p, &c);
 	switch (o->mode) {
 	case M_GOOD:
 	case M_CLOSE_FAST:

@@ -46,6 +46,9 @@
  *   graph capture, a long prefill batch, a GC pause), once; "driver: stall begin/end" lines say
  *   when, the second with the keepalives the poller sent meanwhile.
  *   --timeout does not count the stall.
+ * --hold-failed S: keep a FAILED room S seconds before releasing it (a
+ *   serving engine's loop reaches a failed request later: its room id is
+ *   still taken meanwhile, for the refused scenario).
  * --linger S: after the summary, keep the engine progressing S more seconds
  * (its /metrics and /rooms stay up for the scenario to read); --linger-until
  * PATH ends that early once the file PATH exists (the scenario has read).
@@ -111,7 +114,7 @@ struct opts {
 	uint32_t abort_every, kill_after, sample_every;
 	bool abort_at_create, leak_check;
 	double start_delay, deadline, clock_scale, pace_ms, follow_s;
-	double stall_ms;
+	double stall_ms, hold_failed;
 	uint32_t stall_after;
 };
 
@@ -227,7 +230,7 @@ static void usage(void)
 		"  [--linger-until PATH]\n"
 		"  [--abort-every N] [--abort-at create|wait] [--start-delay S] [--kill-after N]\n"
 		"  [--deadline S] [--clock-scale X] [--leak-check] [--sample-every N] [--pace-ms M]\n"
-		"  [--stall-ms N --stall-after K] [--follow S]\n"
+		"  [--stall-ms N --stall-after K] [--follow S] [--hold-failed S]\n"
 		"       kvf_driver --now\n");
 	exit(1);
 }
@@ -277,6 +280,7 @@ static void parse(int argc, char **argv, struct opts *o)
 		else if (!strcmp(a, "--sample-every")) o->sample_every = (uint32_t)strtoul(v, NULL, 0);
 		else if (!strcmp(a, "--stall-ms")) o->stall_ms = atof(v);
 		else if (!strcmp(a, "--stall-after")) o->stall_after = (uint32_t)strtoul(v, NULL, 0);
+		else if (!strcmp(a, "--hold-failed")) o->hold_failed = atof(v);
 		else usage();
 	}
 	if (!o->role || (!o->config && !o->nsets) || (strcmp(o->role, "prefill") && strcmp(o->role, "decode")))
@@ -703,6 +707,8 @@ static void poll_room(struct run *R, uint32_t i)
 	}
 	if (r->st == 1)
 		on_terminal(R, i, st);
+	if (st == KVF_FAILED && kvt_mono() - r->done < o->hold_failed)
+		return; /* --hold-failed: its id stays taken a while */
 	/* terminal: hand the slot back once quiescent */
 	if (kvf_release(R->eng, r->h) == 0) {
 		r->st = 3;
