@@ -354,6 +354,11 @@ static int check_cross(struct loader *ld)
 		return fail_cross(ld, RULE("rdma.max_conns", "rdma.qps_per_peer"),
 				  "rdma.max_conns: expected at least rdma.qps_per_peer "
 				  "(%u), got %u", c->qps_per_peer, c->max_conns);
+	/* A frame holds at least an AUTH frame and a ROOM_INFO part. */
+	if (c->frame_size && c->frame_size < 4096)
+		return fail_cross(ld, RULE("rdma.frame_size"),
+				  "rdma.frame_size: expected 0 (auto) or at least 4096, got %u",
+				  c->frame_size);
 	/* The shared receive queue starts with rq_depth frames. */
 	if (c->srq_depth < c->rq_depth)
 		return fail_cross(ld, RULE("rdma.srq_depth", "rdma.rq_depth"),

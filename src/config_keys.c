@@ -191,6 +191,9 @@ static const struct kvf_key keys[] = {
 	/* receive frames the shared receive queue grows to at most */
 	{ .name = "rdma.srq_depth", U32_FIELD(srq_depth), .side = SIDE_BOTH,
 	  .phase = PH_XFER, .def = 4096, .min = 16, .max = 1u << 20 },
+	/* control frame size; 0: sized for the largest HELLO */
+	{ .name = "rdma.frame_size", U32_FIELD(frame_size), .side = SIDE_BOTH,
+	  .phase = PH_CONN, .def = 0, .min = 0, .max = 65536 },
 	/* send frames of a rail, for every connection on it */
 	{ .name = "rdma.send_frames", U32_FIELD(send_frames), .side = SIDE_BOTH,
 	  .phase = PH_XFER, .def = 256, .min = 16, .max = 65536 },

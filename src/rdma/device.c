@@ -102,6 +102,10 @@ static int check_cfg(struct kvf_rdma *t)
 		fm = FRAME_CAP;
 	if (fm < kvf_proto_hello_len(KVF_PROTO_MAX_REGIONS, KVF_HELLO_MAX_BUFS))
 		fm = kvf_proto_hello_len(KVF_PROTO_MAX_REGIONS, KVF_HELLO_MAX_BUFS);
+	/* Set: smaller frames (every rail's frame memory scales with them),
+	 * and a HELLO of fewer buffers (checked at region registration). */
+	if (cfg->frame_size)
+		fm = cfg->frame_size;
 	fm = (fm + 4095) & ~(size_t)4095;
 	t->frame_max = (uint32_t)fm;
 	t->signal_every = cfg->signal_every;

@@ -11,6 +11,7 @@
 #include "cuda_api.h"
 #include "kvf_build.h"
 #include "log.h"
+#include "proto.h"
 #include "rdma_internal.h"
 #include "stage.h"
 #include "verbs.h"
@@ -186,6 +187,14 @@ int kvf_rdma_region_register(void *tp, const struct kvf_region_layout *layout)
 		kvf_err("rdma", "region '%s': %u buffers over every region, at most %u",
 			layout->name, nbufs, KVF_HELLO_MAX_BUFS);
 		return -ENOSPC;
+	}
+	/* Our HELLO names every buffer in one frame (docs/wire.md 5.3). */
+	if (kvf_proto_hello_len(t->nregions + 1, nbufs) > t->frame_max) {
+		kvf_err("rdma", "region '%s': a HELLO of %u regions and %u buffers is %zu bytes, "
+			"over the %u-byte frames of rdma.frame_size: raise it (0 sizes frames for "
+			"%u buffers)", layout->name, t->nregions + 1, nbufs,
+			kvf_proto_hello_len(t->nregions + 1, nbufs), t->frame_max, KVF_HELLO_MAX_BUFS);
+		return -EMSGSIZE;
 	}
 	rc = kvf_staging_pool_create(t, layout, &t->regions[layout->id]);
 	if (rc)
