@@ -471,6 +471,9 @@ peer() {
 	port=$((port + 1))
 	if [ "$p" = mooncake ]; then
 		e0=(MC_GID_INDEX="${KVF_RXE_GID0:-0}") e1=(MC_GID_INDEX="${KVF_RXE_GID1:-0}")
+		# peer_xenv: a variant's settings (mooncake's environment)
+		# shellcheck disable=SC2206
+		e0+=(${peer_xenv:-}) e1+=(${peer_xenv:-})
 	else
 		# shellcheck disable=SC2206
 		e0=($peer_ucx UCX_NET_DEVICES="$DEV0:1" UCX_IB_GID_INDEX="${KVF_RXE_GID0:-auto}")
@@ -530,6 +533,33 @@ peers_part() {
 			nixl_peer "$tag" --rooms "$(peer_rooms "$name")" $args --seed $seed
 		done
 	done
+	peer_variants
+}
+
+# Beside the race, not judged: the peers with less of their threads
+# spinning (on two vCPUs a spinning thread takes the CPU that rxe's copies
+# need): Mooncake with one worker thread per device context instead of its
+# default (MC_WORKERS_PER_CTX=1), NIXL without its progress thread (the
+# driver's calls progress UCX), and at 64 B NIXL's decode polling without
+# sleeping between polls; on r16k (one round) and lat64, in
+# raw/peer-PEER-LAYOUT-VARIANT.*
+peer_variants() {
+	local l name args
+	for l in "${PEER_LAYOUTS[@]}"; do
+		name=${l%% *} args=${l#* }
+		[ -n "${KVF_PEERS_LAYOUTS:-}" ] && [[ ,$KVF_PEERS_LAYOUTS, != *,$name,* ]] && continue
+		case $name in r16k|lat64) ;; *) continue ;; esac
+		kvf_log "peers: $name, the peers' variants"
+		# shellcheck disable=SC2086
+		peer_xenv=MC_WORKERS_PER_CTX=1 peer mooncake "$name-w1" --rooms "$(peer_rooms "$name")" \
+			$args --seed 40 || true
+		# shellcheck disable=SC2086
+		nixl_peer "$name-noprog" --rooms "$(peer_rooms "$name")" $args --seed 41 --no-prog-thread
+		# shellcheck disable=SC2086
+		[ "$name" = lat64 ] && nixl_peer "$name-spin" --rooms "$(peer_rooms "$name")" $args \
+			--seed 42 --poll-us 0
+	done
+	return 0
 }
 
 # The 16 KiB goal with pollers that sleep at once (rdma.poll_idle_us 0);

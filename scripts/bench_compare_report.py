@@ -517,7 +517,19 @@ def peer_figures(raw, peer, tag):
             "requests_per_room": (p.get("writes_requested") or p.get("descs_requested") or 0)
             / p["rooms"] if p else None,
             "sender_wait_us": p and (p.get("sync_write_us") or p.get("post_to_done_us")),
+            "threads_cpu_s": {"prefill": pick(p, "threads_cpu_s"),
+                              "decode": d.get("threads_cpu_s")},
+            "cores": {"prefill": p and p["cpu_s"] / p["seconds"],
+                      "decode": d["cpu_s"] / d["seconds"]},
             "log": f"raw/peer-{peer}-{tag}.json"}
+
+
+# beside the race (bench-compare.sh's peer_variants): tag, peer, what
+PEER_VARIANTS = (("r16k-w1", "mooncake", "MC_WORKERS_PER_CTX=1"),
+                 ("r16k-noprog", "nixl", "no progress thread"),
+                 ("lat64-w1", "mooncake", "MC_WORKERS_PER_CTX=1"),
+                 ("lat64-noprog", "nixl", "no progress thread"),
+                 ("lat64-spin", "nixl", "the decode polls without sleeping"))
 
 
 def median_run(runs):
@@ -549,6 +561,14 @@ def peers_figures(raw):
             runs.append(r)
         shown = median_run(runs)
         out[name] = {"what": what, "shown": shown, "runs": runs if len(runs) > 1 else None}
+    out["variants"] = {}
+    for tag, p, what in PEER_VARIANTS:
+        f = peer_figures(raw, p, tag)
+        if f:
+            k = pick(out, tag.split("-")[0], "shown", "kvferry")
+            out["variants"][tag] = {"peer": p, "what": what, "figures": f,
+                                    "ratio": {m: ratio(pick(k, m), f.get(m)) for m in
+                                              ("gbit_per_s", "p50_us", "p99_us", "cpu_s_per_gb")}}
     return out
 
 
@@ -615,9 +635,18 @@ def print_peers(pf, rows):
             if c and c.get("blocks_bad"):
                 print(f"  {p}: {c['blocks_bad']} blocks wrong in the check")
             if r.get(p):
+                print(f"  {p}: busy cores prefill {fmt(pick(r[p], 'cores', 'prefill'), 3)} "
+                      f"decode {fmt(pick(r[p], 'cores', 'decode'), 3)}; busiest threads "
+                      f"{r[p]['threads_cpu_s']}")
                 print(f"  {p}: {fmt(r[p]['requests_per_room'])} requests a room; the sender's "
                       f"{'sync write' if p == 'mooncake' else 'post -> DONE'} p50/p99 "
                       f"{pick(r[p], 'sender_wait_us', 'p50')}/{pick(r[p], 'sender_wait_us', 'p99')} us")
+    for tag, v in pf.get("variants", {}).items():
+        f, q = v["figures"], v["ratio"]
+        print(f"{tag:<13} {v['peer']} ({v['what']}): {fmt(f['gbit_per_s'])} Gb/s, p50/p99 "
+              f"{fmt(f['p50_us'])}/{fmt(f['p99_us'])} us, CPU {fmt(f['cpu_s_per_gb'])} s/GB; "
+              f"kvferry/it bw {fmt(q['gbit_per_s'])} p50 {fmt(q['p50_us'])} cpu "
+              f"{fmt(q['cpu_s_per_gb'])} (beside, not judged)")
     print()
     w = max(len(x["measure"]) for x in rows) if rows else 10
     print(f"{'layout':<7} {'peer':<9} {'measure':<{w}} {'ratio':>24} {'goal':>7}  met")

@@ -120,6 +120,31 @@ def cpu_s():
     return time.process_time()
 
 
+def thread_cpu():
+    """CPU seconds per thread of this process (/proc/self/task), by
+    name:tid ("main" the main thread)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for t in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{t}/stat") as f:
+                st = f.read()
+        except OSError:
+            continue
+        name = "main" if int(t) == os.getpid() else f'{st[st.index("(") + 1:st.rindex(")")]}:{t}'
+        f = st[st.rindex(")") + 2:].split()
+        out[name] = (int(f[11]) + int(f[12])) / tick
+    return out
+
+
+def threads_delta(t0):
+    """Which threads took the CPU since thread_cpu() gave t0: the six
+    busiest, seconds each."""
+    t1 = thread_cpu()
+    d = {k: round(v - t0.get(k, 0), 2) for k, v in t1.items()}
+    return dict(sorted(d.items(), key=lambda kv: -kv[1])[:6])
+
+
 def now_ns():
     return time.clock_gettime_ns(time.CLOCK_MONOTONIC)
 
@@ -217,7 +242,7 @@ def mooncake_prefill(o, ctrl, bufs):
 
     room(0, "warmup")
     ctrl.recv()  # the decode's go
-    c0, t0 = cpu_s(), now_ns()
+    c0, t0, th0 = cpu_s(), now_ns(), thread_cpu()
     writes = [0] * o.window
     err = []
 
@@ -239,6 +264,7 @@ def mooncake_prefill(o, ctrl, bufs):
     if err:
         raise err[0]
     return {"cpu_s": cpu_s() - c0, "seconds": (now_ns() - t0) / 1e9, "writes_requested": sum(writes),
+            "threads_cpu_s": threads_delta(th0),
             "sync_write_us": {"p50": pct(calls, 50), "p99": pct(calls, 99)}}
 
 
@@ -249,20 +275,21 @@ def mooncake_decode(o, ctrl, bufs):
     m = ctrl.recv()
     assert m["tag"] == "warmup"
     ctrl.send({"go": 1})
-    c0 = cpu_s()
+    c0, th0 = cpu_s(), thread_cpu()
     sent, seen = [None] * o.rooms, [None] * o.rooms
     for _ in range(o.rooms):
         m = ctrl.recv()
         seen[m["room"]] = now_ns()
         sent[m["room"]] = m["sent"]
-    return sent, seen, cpu_s() - c0, e
+    return sent, seen, cpu_s() - c0, threads_delta(th0), e
 
 
 # ---- NIXL -----------------------------------------------------------------
 def nixl_agent(o):
     from nixl._api import nixl_agent, nixl_agent_config
 
-    cfg = nixl_agent_config(backends=[])
+    # SGLang's: no backend at creation, the progress thread on (the default)
+    cfg = nixl_agent_config(enable_prog_thread=not o.no_prog_thread, backends=[])
     a = nixl_agent(f"bench-{o.role}", cfg)
     params = {}
     if o.nixl_params:
@@ -338,7 +365,7 @@ def nixl_prefill(o, ctrl, bufs):
         time.sleep(o.poll_us / 1e6)
     ctrl.recv()  # the decode's go
     done.clear()
-    c0, t0 = cpu_s(), now_ns()
+    c0, t0, th0 = cpu_s(), now_ns(), thread_cpu()
     live = {}  # partition -> (handle, room)
     i = 0
     while i < o.rooms or live:
@@ -355,7 +382,8 @@ def nixl_prefill(o, ctrl, bufs):
             time.sleep(o.poll_us / 1e6)
     out = {"cpu_s": cpu_s() - c0, "seconds": (now_ns() - t0) / 1e9,
            "descs_requested": o.rooms * o.buffers * o.blocks_per_room,
-           "post_to_done_us": {"p50": pct(done, 50), "p99": pct(done, 99)}}
+           "post_to_done_us": {"p50": pct(done, 50), "p99": pct(done, 99)},
+           "threads_cpu_s": threads_delta(th0)}
     ctrl.recv()  # the decode has seen every room: only then tear down
     return out
 
@@ -384,16 +412,16 @@ def nixl_decode(o, ctrl, bufs):
     while not drain(False):
         time.sleep(o.poll_us / 1e6)
     ctrl.send({"go": 1})
-    c0 = cpu_s()
+    c0, th0 = cpu_s(), thread_cpu()
     n = 0
     while n < o.rooms:
         k = drain(True)
         n += k
         if not k:
             time.sleep(o.poll_us / 1e6)
-    c = cpu_s() - c0
+    c, th = cpu_s() - c0, threads_delta(th0)
     ctrl.send({"seen": n})
-    return sent, seen, c, a
+    return sent, seen, c, th, a
 
 
 # ---- both -------------------------------------------------------------------
@@ -434,6 +462,8 @@ def main():
     ap.add_argument("--poll-us", type=float, default=50.0,
                     help="NIXL: sleep between polls that found nothing (default 50)")
     ap.add_argument("--nixl-params", default="", help="NIXL UCX backend parameters, JSON")
+    ap.add_argument("--no-prog-thread", action="store_true",
+                    help="NIXL: no progress thread (the calls progress UCX; not SGLang's setting)")
     ap.add_argument("--protocol", default="rdma", help="Mooncake: rdma (default), tcp to try it on a host")
     ap.add_argument("--out", default="")
     o = ap.parse_args()
@@ -443,16 +473,16 @@ def main():
     if o.role == "prefill":
         res = (mooncake_prefill if o.peer == "mooncake" else nixl_prefill)(o, ctrl, bufs)
     else:
-        sent, seen, c, keep = (mooncake_decode if o.peer == "mooncake" else nixl_decode)(o, ctrl, bufs)
+        sent, seen, c, th, keep = (mooncake_decode if o.peer == "mooncake" else nixl_decode)(o, ctrl, bufs)
         lat = [(b - a) / 1000 for a, b in zip(sent, seen)]
         secs = (max(seen) - min(sent)) / 1e9
         nbytes = o.rooms * o.buffers * o.blocks_per_room * o.block_size
         res = {"gbit_per_s": float(f"{nbytes * 8 / secs / 1e9:.5g}"), "seconds": round(secs, 4),
                "bytes": nbytes, "rooms_per_s": round(o.rooms / secs, 1),
                "send_to_seen_us": {"p50": pct(lat, 50), "p99": pct(lat, 99), "p999": pct(lat, 99.9)},
-               "cpu_s": c, "check": check(o, bufs)}
+               "cpu_s": c, "threads_cpu_s": th, "check": check(o, bufs)}
         del keep
-    res.update({"peer": o.peer, "role": o.role, "rooms": o.rooms, "buffers": o.buffers,
+    res.update({"peer": o.peer, "role": o.role, "no_prog_thread": o.no_prog_thread, "rooms": o.rooms, "buffers": o.buffers,
                 "blocks_per_room": o.blocks_per_room, "block_size": o.block_size,
                 "window": o.window, "layout": o.layout})
     line = json.dumps(res)
