@@ -228,6 +228,10 @@ TESTS=(
 	# docs/performance.md need KVF_VM_MEM=6144 and KVF_CONNS_ENGINES=69)
 	"kvf_conns_many|330|\$repo/tests/rxe/scenarios/conns.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 many \${KVF_CONNS_ENGINES:-16} 2 16"
 	"kvf_reject_token|60|\$repo/tests/rxe/scenarios/reject.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1"
+	# issue 43: a second peer's ABORTs take room ids a good decode uses; the
+	# good decode's ROOM_INFOs are refused at once (ABORT, room refused)
+	"kvf_refused_after_create|150|\$repo/tests/rxe/scenarios/refused.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 after-create"
+	"kvf_refused_before_create|150|\$repo/tests/rxe/scenarios/refused.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 before-create"
 	"kvf_metrics_load|560|\$repo/tests/rxe/scenarios/metrics.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 load 1000"
 	# issue 8: an SGLang-shaped stream (regions, chunks, user data), aborts
 	# and a peer kill mid-chunking
