@@ -71,6 +71,7 @@ struct kvf_config {
 	uint32_t srq_depth;                   /* rdma.srq_depth */
 	uint32_t send_frames;                 /* rdma.send_frames */
 	uint32_t frame_size;                  /* rdma.frame_size, 0 = auto */
+	uint32_t idle_close_s;                /* rdma.idle_close_s, 0 = never */
 	uint32_t max_sge;                     /* rdma.max_sge */
 	uint32_t signal_every;                /* rdma.signal_every */
 	uint32_t qp_timeout;                  /* rdma.qp_timeout (4.096us * 2^n) */

@@ -191,6 +191,9 @@ static const struct kvf_key keys[] = {
 	/* receive frames the shared receive queue grows to at most */
 	{ .name = "rdma.srq_depth", U32_FIELD(srq_depth), .side = SIDE_BOTH,
 	  .phase = PH_XFER, .def = 4096, .min = 16, .max = 1u << 20 },
+	/* close a peer connection no room has used for this long; 0 never */
+	{ .name = "rdma.idle_close_s", U32_FIELD(idle_close_s), .side = SIDE_DECODE,
+	  .phase = PH_CONN, .def = 300, .min = 0, .max = 86400 },
 	/* control frame size; 0: sized for the largest HELLO */
 	{ .name = "rdma.frame_size", U32_FIELD(frame_size), .side = SIDE_BOTH,
 	  .phase = PH_CONN, .def = 0, .min = 0, .max = 65536 },

@@ -47,7 +47,7 @@ struct kvf_key {
 
 /* Rows in the table (config_keys.c asserts it at compile time): the
  * loader keeps one slot per key. */
-#define KVF_CFG_NKEYS 53
+#define KVF_CFG_NKEYS 54
 
 extern const struct kvf_key *const kvf_cfg_keys;
 

@@ -291,6 +291,8 @@ static void transport_counters(const struct kvf_snap *s, struct kvf_buf *b)
 	counter(b, "kvferry_room_info_bytes_received_total", "Bytes of ROOM_INFO and "
 		"ROOM_INFO_CONT frames received: the decodes' requests on the wire.",
 		s->tst.info_bytes_rx);
+	counter(b, "kvferry_connections_idle_closed_total", "Peer connections closed because "
+		"no room had used them for rdma.idle_close_s.", s->tst.conns_idle_closed);
 	counter(b, "kvferry_keepalives_acked_total", "HEARTBEATs of the poller thread that "
 		"completed: the peer's NIC acknowledged them (its host and the link, not its "
 		"process).", s->tst.keepalives_acked);

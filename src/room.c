@@ -205,12 +205,20 @@ static void enter_state(struct kvf_engine *eng, struct kvf_slot *r, unsigned sta
 __attribute__((noinline)) static void relist(struct kvf_engine *eng, struct kvf_slot *r,
 					    uint32_t conn)
 {
-	uint32_t slot = kvf_slot_index(eng, r);
+	uint32_t slot = kvf_slot_index(eng, r), old = r->list_conn;
+	bool was_busy = conn && kvf_conn_rooms_first(&eng->by_conn, conn);
 
-	if (r->list_conn)
+	if (old)
 		kvf_conn_rooms_del(&eng->by_conn, eng->slots, slot);
 	if (conn)
 		kvf_conn_rooms_add(&eng->by_conn, eng->slots, slot, conn);
+	/* The transport closes a connection no room uses (idle close). */
+	if (!eng->ops || !eng->ops->conn_busy)
+		return;
+	if (old && !kvf_conn_rooms_first(&eng->by_conn, old))
+		eng->ops->conn_busy(eng->t, old, false);
+	if (conn && !was_busy)
+		eng->ops->conn_busy(eng->t, conn, true);
 }
 
 void kvf_room_bind(struct kvf_engine *eng, struct kvf_slot *r, uint32_t conn)

@@ -126,6 +126,7 @@ struct kvf_transport_stats {
 	uint64_t rx_stray;          /* its completions for an unknown QP */
 	uint64_t tx_frame_waits;    /* frames that waited for a send frame */
 	uint64_t info_bytes_rx;     /* ROOM_INFO(_CONT) bytes received */
+	uint64_t conns_idle_closed; /* peer connections closed: rdma.idle_close_s */
 };
 
 /* The counters of struct kvf_transport_stats that struct kvf_stats carries
@@ -135,7 +136,8 @@ struct kvf_transport_stats {
 	X(doorbells) X(completions) X(poller_sleeps) X(connects) X(connect_backoffs) \
 	X(conns_live) X(conns_held) X(keepalives_sent) X(keepalives_acked) \
 	X(keepalives_late) X(auth_ok) X(auth_dropped) X(conns_over_max) \
-	X(frame_bytes) X(srq_low) X(rx_stray) X(tx_frame_waits) X(info_bytes_rx)
+	X(frame_bytes) X(srq_low) X(rx_stray) X(tx_frame_waits) X(info_bytes_rx) \
+	X(conns_idle_closed)
 
 struct kvf_transport_ops {
 	/* Register a region (id unused) and announce it in every HELLO from
@@ -174,6 +176,11 @@ struct kvf_transport_ops {
 	/* Tear the connection down (QPs to error and destroyed): nothing more
 	 * can land. The transport then pushes KVF_EV_PEER_LOST for conn. */
 	void (*teardown)(void *t, uint32_t conn, const char *why);
+
+	/* Connection conn has rooms bound to it now (busy), or its last one
+	 * left (not busy): what lets the transport close a connection no
+	 * room uses (rdma.idle_close_s). Optional. */
+	void (*conn_busy)(void *t, uint32_t conn, bool busy);
 
 	/* Every KVF_EV_WC passes here first (send-queue credits, control
 	 * buffers). Returns true when the engine must apply it to a room. */

@@ -116,6 +116,9 @@ struct kvf_stats {
 	/* Bytes of ROOM_INFO and ROOM_INFO_CONT frames received (the prefill):
 	 * what the decodes' requests cost on the wire (docs/wire.md 5.4). */
 	uint64_t info_bytes_rx;
+	/* Peer connections this engine closed because no room had used them
+	 * for rdma.idle_close_s (the next room opens a new one). */
+	uint64_t conns_idle_closed;
 };
 #define KVF_STATS_INIT { .size = sizeof(struct kvf_stats) }
 

@@ -91,6 +91,7 @@ class Stats(structseq[Any], Tuple[Any, ...]):
             "rx_stray",
             "tx_frame_waits",
             "info_bytes_rx",
+            "conns_idle_closed",
         )
     @property
     def rooms(self) -> Dict[str, int]: ...
@@ -192,6 +193,8 @@ class Stats(structseq[Any], Tuple[Any, ...]):
     def tx_frame_waits(self) -> int: ...
     @property
     def info_bytes_rx(self) -> int: ...
+    @property
+    def conns_idle_closed(self) -> int: ...
 
 
 @final

@@ -90,7 +90,8 @@ static const char *auth_name(int i) { return kvf_auth_refusal_str((enum kvf_auth
 	U(srq_low, "shared receive queue limit events (it ran low)") \
 	U(rx_stray, "shared receive completions for a queue pair no longer known (frame reused)") \
 	U(tx_frame_waits, "control frames that waited for a free send frame (rdma.send_frames)") \
-	U(info_bytes_rx, "bytes of ROOM_INFO and ROOM_INFO_CONT frames received")
+	U(info_bytes_rx, "bytes of ROOM_INFO and ROOM_INFO_CONT frames received") \
+	U(conns_idle_closed, "peer connections closed: no room used them for rdma.idle_close_s")
 
 #define STATS_DESC_U(f, doc) { #f, doc },
 #define STATS_DESC_C(f, n, fn, doc) { #f, doc },

@@ -186,6 +186,9 @@ struct kvf_conn {
 	                                  writes go (geom_map.c), made on first use */
 	uint64_t hello_seq;            /* kvf_rdma.region_seq when our HELLO went:
 	                                  the regions the peer knows */
+	uint64_t idle_since_ns;        /* a lead: since when no room of the engine
+	                                  is bound to it, 0 while some are
+	                                  (op_conn_busy, ops.c) */
 
 	/* The table's (conn_table.c), under t->lock. */
 	struct kvf_idtab_node t_node;  /* by id */

@@ -327,6 +327,36 @@ static void op_teardown(void *tp, uint32_t conn, const char *why)
 	kvf_ctrl_teardown(c, KVF_FAIL_PEER_LOST, why ? why : "torn down by the engine");
 }
 
+/* The engine's rooms on a connection (a decode's peer connection: its
+ * lead's id), for the idle close in walk_conns. */
+static void op_conn_busy(void *tp, uint32_t conn, bool busy)
+{
+	struct kvf_conn *c = kvf_sched_get(tp, conn);
+
+	if (c)
+		c->idle_since_ns = busy ? 0 : kvf_monotonic_ns();
+}
+
+/* A connection we opened (decode) that no room has used for
+ * rdma.idle_close_s is closed, as Mooncake's endpoint cache evicts: the QP
+ * count follows the traffic. It leaves the peer lookup at once (group_alive
+ * is false from the request on), so a room created now opens a new one;
+ * its PEER_LOST fails nothing, as no room is bound to it. */
+static void idle_close(struct kvf_rdma *t, struct kvf_conn *c, uint64_t now)
+{
+	uint64_t limit = (uint64_t)t->cfg.idle_close_s * 1000000000ull;
+	char why[128];
+
+	if (!limit || !c->active || c->group != c->id || !c->idle_since_ns ||
+	    now - c->idle_since_ns < limit || atomic_load(&c->teardown_req))
+		return;
+	snprintf(why, sizeof(why), "idle: no room for %u s (rdma.idle_close_s)",
+		 t->cfg.idle_close_s);
+	kvf_info("rdma", "peer connection %u to %s closed: %s", c->id, c->peer, why);
+	t->st_idle_closed++;
+	kvf_ctrl_teardown(c, KVF_FAIL_PEER_LOST, why);
+}
+
 /* A control SEND's frame back to the rail's pool (txpool.h), whether or
  * not its connection is still held; the drain marker's completion pushed
  * when the QP is destroyed (poller.c) takes back what never completed. */
@@ -394,6 +424,7 @@ static void walk_conns(struct kvf_rdma *t, uint64_t now)
 	for (struct kvf_conn *c = t->s.all; c; c = c->s_next) {
 		if (atomic_load(&c->state) != KVF_CONN_ESTABLISHED)
 			continue;
+		idle_close(t, c, now);
 		kvf_ctrl_check_shapes(c);
 		if (c->shapes_bad_ns)
 			kvf_ctrl_kick(c);
@@ -486,6 +517,7 @@ static int op_stats(void *tp, struct kvf_transport_stats *out)
 	out->rx_stray = atomic_load_explicit(&t->st_rx_stray, memory_order_relaxed);
 	out->tx_frame_waits = t->tx.pool.waits;
 	out->info_bytes_rx = atomic_load_explicit(&t->st_info_bytes_rx, memory_order_relaxed);
+	out->conns_idle_closed = t->st_idle_closed;
 	return 0;
 }
 
@@ -531,6 +563,7 @@ const struct kvf_transport_ops kvf_rdma_ops = {
 	.send_abort = op_send_abort,
 	.send_abort_ack = op_send_abort_ack,
 	.teardown = op_teardown,
+	.conn_busy = op_conn_busy,
 	.on_wc = op_on_wc,
 	.progress = op_progress,
 	.wait_ns = op_wait_ns,

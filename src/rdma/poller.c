@@ -25,6 +25,7 @@
 #include "verbs.h"
 
 #define CQ_ACK_BATCH 64u
+#define CM_BATCH 16
 #define HOUSEKEEP_NS 1000000ull       /* liveness and sweep, every 1 ms */
 #define FD_CHECK_NS 200000ull         /* cm/async/wake fds while busy */
 #define DRAIN_GIVE_UP_NS 2000000000ull /* destroy a DEAD conn anyway after 2 s */
@@ -268,11 +269,16 @@ static int poll_all(struct poller *p)
 
 /* ------------------------------------------------------- fd handlers */
 
+/* At most CM_BATCH rdma_cm events, then back to the loop: in a connection
+ * storm (a thousand decodes connecting at once) the accepts must not keep
+ * the poller from the completions that carry the peers' proofs, which are
+ * due within rdma.auth_timeout_ms of each accept. The channel's fd stays
+ * readable while events wait, so the next round takes the rest. */
 static void on_cm_events(struct kvf_rdma *t)
 {
 	struct rdma_cm_event *ev;
 
-	while (!rdma_get_cm_event(t->ech, &ev)) {
+	for (int n = 0; n < CM_BATCH && !rdma_get_cm_event(t->ech, &ev); n++) {
 		struct rdma_cm_id *doomed = kvf_conn_cm_event(t, ev);
 
 		rdma_ack_cm_event(ev);

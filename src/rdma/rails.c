@@ -222,6 +222,15 @@ static void op_teardown(void *tp, uint32_t conn, const char *why)
 		r->ops->teardown(t, conn, why);
 }
 
+static void op_conn_busy(void *tp, uint32_t conn, bool busy)
+{
+	struct kvf_rails *r = tp;
+	void *t = rail_of(r, conn);
+
+	if (t && r->ops->conn_busy)
+		r->ops->conn_busy(t, conn, busy);
+}
+
 static bool op_on_wc(void *tp, const struct kvf_event *ev)
 {
 	struct kvf_rails *r = tp;
@@ -319,6 +328,7 @@ static const struct kvf_transport_ops rails_ops = {
 	.send_abort = op_send_abort,
 	.send_abort_ack = op_send_abort_ack,
 	.teardown = op_teardown,
+	.conn_busy = op_conn_busy,
 	.on_wc = op_on_wc,
 	.progress = op_progress,
 	.wait_ns = op_wait_ns,

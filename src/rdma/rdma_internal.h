@@ -129,6 +129,7 @@ struct kvf_rdma {
 	uint64_t st_connects;  /* peer connections started (QP groups) */
 	uint64_t st_backoffs;  /* ROOM_INFOs refused: their peer was in backoff */
 	uint64_t st_wr_errors; /* completions in error, flushes not counted */
+	uint64_t st_idle_closed; /* peer connections closed for rdma.idle_close_s */
 	_Atomic uint64_t st_frames_rx[KVF_FRAME_TYPES];
 	_Atomic uint64_t st_completions;
 	_Atomic uint64_t st_conns_lost; /* connections torn down (kvf_conn_teardown) */

@@ -40,6 +40,8 @@ struct fake {
 	uint16_t abort_reason;
 	uint32_t teardown_conn;
 	uint32_t torn;          /* bit per connection id < 32 torn down */
+	int busy_calls;         /* conn_busy: calls, and per connection id < 32 */
+	uint32_t busy;          /* what it was told last (bit set: busy) */
 	/* Rooms across ranks: per connection id < 32, and per ROOM_INFO sent */
 	uint32_t conn_next;     /* nonzero: send_room_info answers conn_next++ */
 	int writes_on[32], aborts_on[32], acks_on[32];
@@ -142,6 +144,15 @@ static void fake_teardown(void *t, uint32_t conn, const char *why)
 		f->torn |= 1u << conn;
 }
 
+static void fake_conn_busy(void *t, uint32_t conn, bool busy)
+{
+	struct fake *f = t;
+
+	f->busy_calls++;
+	if (conn < 32)
+		f->busy = busy ? f->busy | 1u << conn : f->busy & ~(1u << conn);
+}
+
 /* kvf_engine_wait's bound from the transport: a heartbeat-like one the
  * test sets, or none. */
 static uint64_t fake_wait_ns(void *t, uint64_t max_ns)
@@ -158,6 +169,7 @@ static const struct kvf_transport_ops fake_ops = {
 	.send_abort = fake_abort,
 	.send_abort_ack = fake_ack,
 	.teardown = fake_teardown,
+	.conn_busy = fake_conn_busy,
 	.wait_ns = fake_wait_ns,
 };
 

@@ -200,3 +200,30 @@ Test(room_conn, peer_lost_fails_exactly_the_rooms_of_its_connection)
 	cr_assert_eq(kvf_poll(eng, unbound), KVF_BOOTSTRAPPING);
 	cr_assert_eq(stats().failures[KVF_FAIL_PEER_LOST], 6);
 }
+
+/* The transport hears when a connection gets its first room and loses its
+ * last (what rdma.idle_close_s closes by): once each way, not per room. */
+Test(room_conn, the_transport_hears_a_connection_busy_and_idle)
+{
+	uint32_t blocks[2] = { 0, 1 };
+	kvf_room a, b;
+
+	f.conn = 7;
+	cr_assert_eq(kvf_receiver_create(eng, 300, "10.0.0.1:1", &a), 0);
+	cr_assert_eq(kvf_receiver_init(eng, a, blocks, 2), 0);
+	cr_assert_eq(f.busy, 1u << 7);
+	cr_assert_eq(f.busy_calls, 1);
+	cr_assert_eq(kvf_receiver_create(eng, 301, "10.0.0.1:1", &b), 0);
+	cr_assert_eq(kvf_receiver_init(eng, b, blocks, 2), 0);
+	cr_assert_eq(f.busy_calls, 1, "a second room changes nothing");
+	push_data_done_on(eng, a, 7);
+	kvf_progress(eng);
+	cr_assert_eq(kvf_poll(eng, a), KVF_SUCCESS);
+	cr_assert_eq(kvf_release(eng, a), 0);
+	cr_assert_eq(f.busy, 1u << 7, "one room is still on it");
+	push_data_done_on(eng, b, 7);
+	kvf_progress(eng);
+	cr_assert_eq(kvf_release(eng, b), 0);
+	cr_assert_eq(f.busy, 0, "its last room left");
+	cr_assert_eq(f.busy_calls, 2);
+}
