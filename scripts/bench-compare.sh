@@ -541,8 +541,8 @@ peers_part() {
 # need): Mooncake with one worker thread per device context instead of its
 # default (MC_WORKERS_PER_CTX=1), NIXL without its progress thread (the
 # driver's calls progress UCX), and at 64 B NIXL's decode polling without
-# sleeping between polls; on r16k (one round) and lat64, in
-# raw/peer-PEER-LAYOUT-VARIANT.*
+# sleeping between polls and kvferry spinning; on r16k (one round) and
+# lat64, in raw/peer-PEER-LAYOUT-VARIANT.* and raw/kvf-peers-lat64-spin.*
 peer_variants() {
 	local l name args
 	for l in "${PEER_LAYOUTS[@]}"; do
@@ -556,8 +556,13 @@ peer_variants() {
 		# shellcheck disable=SC2086
 		nixl_peer "$name-noprog" --rooms "$(peer_rooms "$name")" $args --seed 41 --no-prog-thread
 		# shellcheck disable=SC2086
-		[ "$name" = lat64 ] && nixl_peer "$name-spin" --rooms "$(peer_rooms "$name")" $args \
-			--seed 42 --poll-us 0
+		[ "$name" = lat64 ] || continue
+		# shellcheck disable=SC2086
+		nixl_peer "$name-spin" --rooms "$(peer_rooms "$name")" $args --seed 42 --poll-us 0
+		# and kvferry spinning (no --wait: the scheduler never sleeps, so
+		# no wakeup between the poller and the scheduler)
+		# shellcheck disable=SC2086
+		kvf "peers-$name-spin" --rooms "$(peer_rooms "$name")" $args --verify-rooms 4 --seed 43
 	done
 	return 0
 }

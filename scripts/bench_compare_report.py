@@ -569,6 +569,12 @@ def peers_figures(raw):
             out["variants"][tag] = {"peer": p, "what": what, "figures": f,
                                     "ratio": {m: ratio(pick(k, m), f.get(m)) for m in
                                               ("gbit_per_s", "p50_us", "p99_us", "cpu_s_per_gb")}}
+    k = kvf_peer_figures(raw, "lat64-spin")
+    if k:
+        out["variants"]["lat64-spin-kvferry"] = {
+            "peer": "kvferry", "what": "spinning, no --wait", "figures": k,
+            "ratio_nixl_noprog": {m: ratio(k.get(m), pick(out, "variants", "lat64-noprog", "figures", m))
+                                  for m in ("gbit_per_s", "p50_us", "p99_us", "cpu_s_per_gb")}}
     return out
 
 
@@ -642,6 +648,12 @@ def print_peers(pf, rows):
                       f"{'sync write' if p == 'mooncake' else 'post -> DONE'} p50/p99 "
                       f"{pick(r[p], 'sender_wait_us', 'p50')}/{pick(r[p], 'sender_wait_us', 'p99')} us")
     for tag, v in pf.get("variants", {}).items():
+        if "ratio_nixl_noprog" in v:
+            f, q = v["figures"], v["ratio_nixl_noprog"]
+            print(f"{tag:<13} ({v['what']}): p50/p99 {fmt(f['p50_us'])}/{fmt(f['p99_us'])} us, "
+                  f"CPU {fmt(f['cpu_s_per_gb'])} s/GB; / NIXL without its progress thread: p50 "
+                  f"{fmt(q['p50_us'])} p99 {fmt(q['p99_us'])} cpu {fmt(q['cpu_s_per_gb'])} (beside)")
+            continue
         f, q = v["figures"], v["ratio"]
         print(f"{tag:<13} {v['peer']} ({v['what']}): {fmt(f['gbit_per_s'])} Gb/s, p50/p99 "
               f"{fmt(f['p50_us'])}/{fmt(f['p99_us'])} us, CPU {fmt(f['cpu_s_per_gb'])} s/GB; "
@@ -677,13 +689,16 @@ set multiplot layout 1,2 title 'kvferry, Mooncake TE and NIXL (UCX) on the same 
 set style data histograms
 set style histogram clustered gap 1
 set style fill solid 0.8 border -1
-set key top left
+set key top right
 set ylabel 'Gb/s'
+set yrange [0:*]
 set title 'bandwidth per layout'
 plot '{d}/peers.dat' u ($2<0?0:$2):xtic(1) t 'kvferry', '' u ($3<0?0:$3) t 'Mooncake TE', \
      '' u ($4<0?0:$4) t 'NIXL'
 set ylabel 'microseconds'
 set logscale y
+set yrange [*:*]
+set key top left
 set title '64 B, one room in flight: send -> seen by the receiver'
 plot '{d}/peers-lat.dat' u ($2<0?1/0:$2):xtic(1) t 'kvferry', '' u ($3<0?1/0:$3) t 'Mooncake TE', \
      '' u ($4<0?1/0:$4) t 'NIXL'
