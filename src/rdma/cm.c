@@ -528,16 +528,20 @@ static void on_failure_event(struct kvf_conn *c, struct rdma_cm_event *ev)
 	}
 	if (ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL)
 		atomic_store(&c->t->dev_dead, true);
-	if (ev->event == RDMA_CM_EVENT_DISCONNECTED && atomic_load(&c->state) == KVF_CONN_ESTABLISHED) {
-		/* The peer's DREQ can overtake the ACK of its last write, which
+	if (ev->event == RDMA_CM_EVENT_DISCONNECTED && (atomic_load(&c->state) == KVF_CONN_ESTABLISHED ||
+							 atomic_load(&c->state) == KVF_CONN_AUTH)) {
+		/* The peer's DREQ can overtake what it sent before it, which
 		 * travels on another queue pair and completes on our CQ a moment
-		 * later: a room whose data landed would fail as peer lost. Post
-		 * nothing more, let what is on its way complete, then tear down
-		 * (check_conn, poller.c). */
+		 * later: the ACK of its last write (a room whose data landed
+		 * would fail as peer lost), or during the token exchange its
+		 * refusal of our proof (the operator would be told "peer lost"
+		 * for a mistyped token). Post nothing more, let what is on its
+		 * way come in, then tear down (check_conn, poller.c). */
 		c->peer_left_ns = kvf_monotonic_ns();
 		atomic_store(&c->peer_left, true);
-		kvf_info("conn", "connection %u: %s disconnected; torn down in %u ms, once the "
-			 "completions on their way are in", c->id, c->peer, KVF_DISCONNECT_GRACE_MS);
+		kvf_info("conn", "connection %u: %s disconnected%s; torn down in %u ms, once what is "
+			 "on its way is in", c->id, c->peer, atomic_load(&c->state) == KVF_CONN_AUTH ?
+			 " during the token exchange" : "", KVF_DISCONNECT_GRACE_MS);
 		return;
 	}
 	kvf_conn_teardown(c, cm_fail_reason(ev->event), why);

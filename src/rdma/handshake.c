@@ -115,6 +115,24 @@ static void refused_by_peer(struct kvf_conn *c, const struct kvf_frame *f, const
 	kvf_conn_teardown(c, KVF_FAIL_CONNECT, c->hs.why);
 }
 
+void kvf_handshake_peer_left(struct kvf_conn *c)
+{
+	if (c->active) {
+		/* We proved first; a peer that closes without its proof or a
+		 * refusal frame refused ours, as far as anyone can tell. */
+		count_refusal(c, KVF_AUTH_PEER_REFUSED);
+		snprintf(c->hs.why, sizeof(c->hs.why), "rejected by %.64s: it closed the connection "
+			 "during the token exchange without its proof (it refused ours: "
+			 "rdma.auth_token differs, the usual cause)", c->peer);
+	} else {
+		snprintf(c->hs.why, sizeof(c->hs.why), "the peer closed the connection during the "
+			 "token exchange before proving itself");
+	}
+	kvf_warn("conn", "connection %u %s %s: %s", c->id, dir(c), c->peer, c->hs.why);
+	c->hs.refused_ns = kvf_monotonic_ns();
+	kvf_conn_teardown(c, KVF_FAIL_CONNECT, c->hs.why);
+}
+
 void kvf_handshake_connect(struct kvf_conn *c)
 {
 	int rc;

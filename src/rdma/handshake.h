@@ -75,6 +75,11 @@ void kvf_handshake_late(struct kvf_conn *c, const struct kvf_frame *f);
 bool kvf_handshake_on_wc(struct kvf_conn *c, const struct ibv_wc *wc);
 /* Housekeeping of a KVF_CONN_AUTH connection: its deadline, the grace of
  * a refusal. */
+/* Poller: the peer disconnected during the exchange and no refusal frame
+ * came within the grace after it (cm.c): on the side that proved first
+ * (decode) counted as the peer's refusal (peer_refused) and failed
+ * connect_failed naming it; on the prefill, a peer that left unproved. */
+void kvf_handshake_peer_left(struct kvf_conn *c);
 void kvf_handshake_tick(struct kvf_conn *c, uint64_t now);
 
 #endif

@@ -497,7 +497,11 @@ static void check_conn(struct kvf_rdma *t, struct kvf_conn *c, uint64_t now)
 		kvf_conn_teardown(c, (uint16_t)req,
 				  c->teardown_why[0] ? c->teardown_why : "torn down by the engine");
 	} else if (c->peer_left_ns && st < KVF_CONN_DEAD) {
-		if (age_ns(now, c->peer_left_ns) >= KVF_DISCONNECT_GRACE_MS * 1000000ull)
+		if (age_ns(now, c->peer_left_ns) < KVF_DISCONNECT_GRACE_MS * 1000000ull)
+			return;
+		if (st == KVF_CONN_AUTH) /* no refusal came in the grace either */
+			kvf_handshake_peer_left(c);
+		else
 			kvf_conn_teardown(c, KVF_FAIL_PEER_LOST, "peer disconnected");
 	} else if (st == KVF_CONN_ESTABLISHED && kvf_live_lost(&c->live, &t->watch, limit, now)) {
 		lost(t, c, now);
