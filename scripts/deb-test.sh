@@ -37,7 +37,8 @@ multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 rm -rf "$D"
 src=$D/kvferry-$version
 mkdir -p "$src"
-git ls-files -z -c -o --exclude-standard | while IFS= read -r -d '' f; do
+# (not a virtual environment someone left untracked: .venv*)
+git ls-files -z -c -o --exclude-standard -- . ':!:.venv*' | while IFS= read -r -d '' f; do
 	[ -e "$f" ] && printf '%s\0' "$f" # a tracked file deleted in the tree is left out
 done | cpio -0 -pdm --quiet "$src" || fail "copying the tree to $src"
 t0=$(kvf_now)
