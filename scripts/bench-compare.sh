@@ -598,7 +598,7 @@ case $build/ in "$KVF_REPO"/*) ;; *) share=(--share "$build") ;; esac
 if [[ ,$only, == *,peers,* ]]; then
 	KVF_PEERS_PY=$("$KVF_REPO/scripts/bench_peers_venv.sh") || kvf_die "the peers' venv failed"
 	export KVF_PEERS_PY
-	"$KVF_PEERS_PY" -m pip freeze 2> /dev/null > "$out/peers-freeze.txt" || true
+	"$KVF_PEERS_PY" -m pip list --format=freeze 2> /dev/null > "$out/peers-freeze.txt" || true
 fi
 if guest_steps; then
 	"$KVF_REPO/scripts/rxe-vm.sh" --devices 2 --rw --timeout "${KVF_VM_TIMEOUT:-1500}" \

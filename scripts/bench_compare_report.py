@@ -689,7 +689,7 @@ set multiplot layout 1,2 title 'kvferry, Mooncake TE and NIXL (UCX) on the same 
 set style data histograms
 set style histogram clustered gap 1
 set style fill solid 0.8 border -1
-set key top right
+set key below horizontal
 set ylabel 'Gb/s'
 set yrange [0:*]
 set title 'bandwidth per layout'
@@ -698,8 +698,7 @@ plot '{d}/peers.dat' u ($2<0?0:$2):xtic(1) t 'kvferry', '' u ($3<0?0:$3) t 'Moon
 set ylabel 'microseconds'
 set logscale y
 set yrange [*:*]
-set key top left
-set title '64 B, one room in flight: send -> seen by the receiver'
+set title '64 B, one room in flight: send -> seen (us)'
 plot '{d}/peers-lat.dat' u ($2<0?1/0:$2):xtic(1) t 'kvferry', '' u ($3<0?1/0:$3) t 'Mooncake TE', \
      '' u ($4<0?1/0:$4) t 'NIXL'
 unset multiplot
@@ -726,7 +725,7 @@ def main():
     if pf:
         res["peers"] = pf
         res["peers_goals"] = peers_goals(pf)
-        res["peers_versions"] = read(f"{d}/peers-freeze.txt").split()
+        res["peers_versions"] = read(f"{d}/peers-freeze.txt").split()  # name==version, pip list
         print()
         print_peers(pf, res["peers_goals"])
         plot_peers(d, pf)
