@@ -21,7 +21,11 @@
  *
  *   driver: role=... rooms=N ok=N failed=N bad_bytes=N checked_bytes=N
  *     conns_live_max=N conns_held=N conns_over_max=N pin0_kb=N pin_kb=N
- *     rss0_kb=N rss_kb=N setup_s=S seconds=S
+ *     rss0_kb=N rss_kb=N frame_kb=N setup_s=S seconds=S
+ *
+ * frame_kb: the frame memory its engines registered (kvf_stats
+ * frame_bytes: the rails' shared receive queues, send frames and AUTH
+ * pages), the most seen.
  *
  * With --done-file the prefill creates it once every room is terminal and
  * the connections counted (the decodes hold theirs until then, so the
@@ -77,6 +81,7 @@ struct run {
 	uint32_t opened, ok, failed, live;
 	uint64_t bad, checked, live_max, held, over_max;
 	struct mem m0, m;
+	uint64_t frame_bytes;
 	double t0, t_setup;
 };
 
@@ -175,7 +180,7 @@ static int pool(struct side *s, uint32_t n, bool fill)
 static void sample(struct run *u)
 {
 	struct kvf_stats st = KVF_STATS_INIT;
-	uint64_t live = 0, held = 0, over = 0;
+	uint64_t live = 0, held = 0, over = 0, frames = 0;
 	uint32_t n = u->prefill ? 1 : u->opened;
 
 	for (uint32_t e = 0; e < n; e++) {
@@ -184,9 +189,12 @@ static void sample(struct run *u)
 		live += st.conns_live;
 		held += st.conns_held;
 		over += st.conns_over_max;
+		frames += st.frame_bytes;
 	}
 	u->held = held;
 	u->over_max = over;
+	if (frames > u->frame_bytes)
+		u->frame_bytes = frames;
 	if (live > u->live_max || (live == u->live_max && live)) {
 		u->live_max = live;
 		read_mem(&u->m);
@@ -414,10 +422,11 @@ int main(int argc, char **argv)
 	}
 	printf("driver: role=%s rooms=%u ok=%u failed=%u bad_bytes=%" PRIu64 " checked_bytes=%"
 	       PRIu64 " conns_live_max=%" PRIu64 " conns_held=%" PRIu64 " conns_over_max=%" PRIu64
-	       " pin0_kb=%ld pin_kb=%ld rss0_kb=%ld rss_kb=%ld setup_s=%.2f seconds=%.2f\n",
+	       " pin0_kb=%ld pin_kb=%ld rss0_kb=%ld rss_kb=%ld frame_kb=%" PRIu64
+	       " setup_s=%.2f seconds=%.2f\n",
 	       u.o.role, u.prefill ? u.o.rooms : u.o.engines, u.ok, u.failed, u.bad, u.checked,
 	       u.live_max, u.held, u.over_max, u.m0.pin_kb, u.m.pin_kb, u.m0.rss_kb, u.m.rss_kb,
-	       u.t_setup, kvt_mono() - u.t0);
+	       u.frame_bytes / 1024, u.t_setup, kvt_mono() - u.t0);
 	for (uint32_t e = 0; e < u.opened; e++)
 		kvf_engine_close(u.s[e].eng);
 	if (rc)

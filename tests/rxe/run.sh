@@ -227,7 +227,7 @@ TESTS=(
 	# 256 connections in the suite (beside its background tests; the 1,104 of
 	# docs/performance.md need KVF_VM_MEM=6144 and KVF_CONNS_ENGINES=69)
 	"kvf_conns_many|330|\$repo/tests/rxe/scenarios/conns.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 many \${KVF_CONNS_ENGINES:-16} 2 16"
-	"kvf_reject_token|60|\$repo/tests/rxe/scenarios/reject.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1"
+	"kvf_reject_token|150|\$repo/tests/rxe/scenarios/reject.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1"
 	# issue 43: a second peer's ABORTs take room ids a good decode uses; the
 	# good decode's ROOM_INFOs are refused at once (ABORT, room refused)
 	"kvf_refused_after_create|150|\$repo/tests/rxe/scenarios/refused.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 after-create"
@@ -268,6 +268,8 @@ TESTS=(
 	# down: once rail 1 is back, each probe room holds the driver's window
 	# for a connect attempt (about 30 rooms a 10 s): 400 rooms leave ~100 for it
 	"kvf_rails_down|300|\$repo/tests/rxe/scenarios/rails.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 down 400"
+	"kvf_idle|150|\$repo/tests/rxe/scenarios/idle.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1"
+	"kvf_million|300|\$repo/tests/rxe/scenarios/million.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 contiguous"
 	"kvf_throughput|300|\$repo/tests/rxe/scenarios/throughput.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 150"
 )
 

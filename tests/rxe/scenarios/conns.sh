@@ -2,9 +2,13 @@
 # Issue 42, "no fixed cap on connections": one prefill engine on DEV0 and
 # many decode engines on DEV1 (several per process, conns_driver), each
 # decode engine its own peer connection of QPS queue pairs, one room each,
-# every byte checked. The frames per connection are lowered with the
-# existing keys (rdma.rq_depth = rdma.sq_depth = 16: 16 receive and 16 send
-# frames, the least there is) so that the guest holds them all.
+# every byte checked. Frames are per engine, not per connection (docs/
+# design.md, "Frames: per rail, not per peer"): each decode engine here is a
+# rank of its own, so its frames are made small (4 KiB, 16 receive and 16
+# send: it registers one buffer), and its queues short (sq_depth 16), so
+# that the guest holds them all. RDMA_P / RDMA_D replace the prefill's /
+# the decodes' rdma keys (scripts/bench-scale.sh: the prefill at the
+# defaults).
 #   many ENGINES PROCS QPS: the prefill must hold ENGINES x QPS connections
 #         at once (past the old fixed table of 1,024 when that is more),
 #         every room SUCCESS on both sides, nothing refused; prints the
@@ -18,6 +22,8 @@ mode=${1:?many|cap}
 DRV=$BIN/conns_driver
 [ -x "$DRV" ] || fail "not built: $DRV"
 port=18761
+# the least there is, where the test needs many engines or connections
+small="sq_depth = 16; rq_depth = 16; signal_every = 16; frame_size = 4096; send_frames = 16;"
 
 # conf FILE ROLE EXTRA-RDMA-KEYS
 conf() {
@@ -29,8 +35,8 @@ engine: { max_blocks_per_room = 64; summary_interval_s = 0; ring_size = 1024;
           max_rooms = ${MAX_ROOMS:-64}; max_tombstones = 1024; };
 deadlines: { bootstrap_s = 280; inflight_s = 280; receiver_waiting_s = 280; quiesce_s = 10; };
 heartbeat: { interval_ms = 5000; misses = 6; };
-rdma: { $side auth_token = "kvf-suite"; sq_depth = 16; rq_depth = 16; signal_every = 16;
-        auth_timeout_ms = 30000; connect_timeout_ms = 30000; reconnect_backoff_ms = 0; $3 };
+rdma: { $side auth_token = "kvf-suite"; auth_timeout_ms = 30000; connect_timeout_ms = 30000;
+        reconnect_backoff_ms = 0; $3 };
 CONF
 }
 
@@ -53,20 +59,20 @@ kb_per() { awk -v a="$1" -v b="$2" -v n="$3" 'BEGIN { printf "%.0f", n ? (b - a)
 case $mode in
 many)
 	engines=${2:?engines} procs=${3:?procs} qps=${4:?qps}
-	# Both sides live in this guest: about 1.7 MiB pinned and as much RSS
-	# per connection a side (16 + 16 frames of the ~52 KiB HELLO-sized
-	# frame), so 3,600 KiB per connection in all, plus 400 MiB for the rest.
-	# A smaller guest runs as many as it holds and says so.
+	# Both sides live in this guest: each decode engine costs its frames
+	# and its engine (about KB_ENGINE KiB), each connection its QPs on both
+	# sides (KB_CONN KiB), plus 400 MiB for the rest. A smaller guest runs
+	# as many as it holds and says so.
 	avail=$(awk '/^MemAvailable:/ { print $2 }' /proc/meminfo)
-	fit=$(((avail - 409600) / 3600 / qps))
+	fit=$(((avail - 409600) / (${KB_ENGINE:-1200} + ${KB_CONN:-600} * qps)))
 	if [ "$fit" -lt "$engines" ]; then
 		note "this guest has $((avail / 1024)) MiB available: it holds $((fit * qps)) connections, not $((engines * qps)); running $fit engines (scripts/rxe-vm.sh with KVF_VM_MEM=6144 runs them all)"
 		engines=$fit
 	fi
 	[ "$engines" -ge 1 ] || fail "no memory for one decode engine"
 	want=$((engines * qps))
-	MAX_ROOMS=$((engines + 16)) conf "$W/p.conf" prefill ""
-	conf "$W/d.conf" decode "qps_per_peer = $qps; poll_idle_us = 0;"
+	MAX_ROOMS=$((engines + 16)) conf "$W/p.conf" prefill "${RDMA_P-$small}"
+	conf "$W/d.conf" decode "qps_per_peer = $qps; poll_idle_us = 0; ${RDMA_D-$small}"
 	timeout -k 5 300 "$DRV" --role prefill --config "$W/p.conf" --rooms "$engines" \
 		--timeout 290 --ready-file "$W/ready" --done-file "$W/done" \
 		> "$W/p.out" 2> "$W/p.log" &
@@ -105,14 +111,20 @@ many)
 	dpin=$(kb_per "${sums[4]}" "${sums[5]}" "${sums[3]}")
 	drss=$(kb_per "${sums[6]}" "${sums[7]}" "${sums[3]}")
 	note "per connection: prefill pinned $ppin KiB, RSS $prss KiB; decode pinned $dpin KiB, RSS $drss KiB (engines included)"
+	note "frames: prefill $(summary "$W/p.out" frame_kb) KiB (its engine, whatever the peers)"
+	echo "scale: engines=$engines qps=$qps conns=$live prefill_pin0_kb=$(summary "$W/p.out" pin0_kb)" \
+		"prefill_pin_kb=$(summary "$W/p.out" pin_kb) prefill_rss0_kb=$(summary "$W/p.out" rss0_kb)" \
+		"prefill_rss_kb=$(summary "$W/p.out" rss_kb) prefill_frame_kb=$(summary "$W/p.out" frame_kb)" \
+		"decode_pin0_kb=${sums[4]} decode_pin_kb=${sums[5]} decode_rss0_kb=${sums[6]}" \
+		"decode_rss_kb=${sums[7]} setup_s=$(summary "$W/p.out" setup_s)"
 	note "prefill: $live connections at once; every room SUCCESS after $(summary "$W/p.out" setup_s) s"
 	pass "$live connections to one prefill at once ($engines decode engines x $qps QPs, $procs processes)," \
 		"every room SUCCESS, ${sums[2]} bytes checked; pinned per connection: prefill $ppin KiB," \
 		"decode $dpin KiB; RSS per connection: prefill $prss KiB, decode $drss KiB"
 	;;
 cap)
-	LOG_LEVEL=info conf "$W/p.conf" prefill "max_conns = 6;"
-	conf "$W/d.conf" decode "qps_per_peer = 2;"
+	LOG_LEVEL=info conf "$W/p.conf" prefill "max_conns = 6; $small"
+	conf "$W/d.conf" decode "qps_per_peer = 2; $small"
 	timeout -k 5 100 "$DRV" --role prefill --config "$W/p.conf" --rooms 4 --timeout 90 \
 		--until-s 25 --allow-fail --ready-file "$W/ready" --done-file "$W/done" \
 		> "$W/p.out" 2> "$W/p.log" &
@@ -146,8 +158,8 @@ cap)
 kill)
 	# the prefill SIGKILLed while decode engines are still connecting:
 	# every decode process ends by itself (its rooms failed), no crash
-	MAX_ROOMS=64 conf "$W/p.conf" prefill ""
-	conf "$W/d.conf" decode "qps_per_peer = 4; poll_idle_us = 0;"
+	MAX_ROOMS=64 conf "$W/p.conf" prefill "$small"
+	conf "$W/d.conf" decode "qps_per_peer = 4; poll_idle_us = 0; $small"
 	timeout -k 5 100 "$DRV" --role prefill --config "$W/p.conf" --rooms 24 --timeout 90 \
 		--ready-file "$W/ready" > "$W/p.out" 2> "$W/p.log" &
 	CHILDREN+=("$!")

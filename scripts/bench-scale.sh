@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Scale (issue 42): one prefill engine and N decode engines (several per
+# process: tests/rxe/conns_driver), each decode engine a peer of its own
+# with QPS queue pairs and one room, every byte checked, for each N, in one
+# boot of the soft-RoCE guest. The prefill runs at the library's defaults;
+# each decode engine with small frames and queues (rdma.frame_size 4096,
+# 16 receive and 16 send frames, sq_depth 16: a rank that registers one
+# buffer), so that a thousand of them fit one guest. Per N: the prefill's
+# pinned memory (VmPin) and RSS before the first connection and at the most
+# connections, its frame memory (kvf_stats frame_bytes), the decodes' the
+# same, and the time from the prefill's start to every room SUCCESS.
+#
+#   scripts/bench-scale.sh [--peers "1 16 128 1024"] [--qps 1] [--out DIR]
+#
+# Writes DIR/raw/N.log, DIR/scale.json and DIR/scale.svg (memory and
+# setup time against N). KVF_VM_MEM (MiB) defaults to 6144 here.
+set -euo pipefail
+KVF_PROG=bench-scale
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$KVF_REPO"
+
+peers="1 16 128 1024" qps=1 inner=0
+out=${KVF_BUILD_DIR:-build}/bench-scale
+while [ $# -gt 0 ]; do
+	case $1 in
+	--peers) peers=${2:?}; shift 2 ;;
+	--qps) qps=${2:?}; shift 2 ;;
+	--out) out=${2:?}; shift 2 ;;
+	--inner) inner=1; shift ;;
+	-h|--help) sed -n '2,/^set -euo/{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	*) echo "bench-scale: unknown argument $1" >&2; exit 2 ;;
+	esac
+done
+build=${KVF_BUILD_DIR:-build}
+
+# In the guest: each N in turn, its log kept.
+if [ $inner = 1 ]; then
+	mkdir -p "$out/raw"
+	for n in $peers; do
+		procs=$((n < 8 ? n : 8))
+		echo "== $n peers, $qps QPs each, $procs decode processes"
+		KVF_SCEN=scale-$n RDMA_P="" KB_ENGINE=700 KB_CONN=300 \
+			bash tests/rxe/scenarios/conns.sh "$build" "$KVF_RXE_DEV0" "$KVF_RXE_ADDR0" \
+			"$KVF_RXE_DEV1" "$KVF_RXE_ADDR1" many "$n" "$procs" "$qps" > "$out/raw/$n.log" 2>&1 || true
+		grep -E '^(PASS|FAIL)|^scale:|per connection|frames:|this guest' "$out/raw/$n.log" || true
+	done
+	exit 0
+fi
+
+rm -rf "$out"
+mkdir -p "$out"
+KVF_VM_MEM=${KVF_VM_MEM:-6144} scripts/rxe-vm.sh --devices 2 --rw --timeout "${KVF_VM_TIMEOUT:-2400}" -- \
+	scripts/bench-scale.sh --inner --peers "$peers" --qps "$qps" --out "$out"
+python3 scripts/bench_scale_report.py "$out"
