@@ -150,9 +150,11 @@ int main(void)
 }
 C
 pc=(env PKG_CONFIG_PATH="$R/$L/pkgconfig" PKG_CONFIG_SYSROOT_DIR="$R" pkg-config)
+pcver=$("${pc[@]}" --modversion kvferry) || fail "pkg-config kvferry"
+[ "$pcver" = "$version" ] || fail "kvferry.pc says $pcver, meson.build $version"
 # shellcheck disable=SC2046
 gcc -o "$D/use" "$D/use.c" $("${pc[@]}" --cflags --libs kvferry) || fail "building against kvferry.pc"
 objdump -p "$D/use" | grep -q 'NEEDED *libkvferry.so.0' || fail "the program does not link libkvferry.so.0"
 out=$(LD_LIBRARY_PATH="$R/$L" "$D/use") || fail "the program against libkvferry.so.0: $out"
-echo "deb: a C program built with pkg-config kvferry ran on libkvferry.so.0: $out"
+echo "deb: a C program built with pkg-config kvferry ($pcver) ran on libkvferry.so.0: $out"
 echo "deb: ok"
