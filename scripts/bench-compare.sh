@@ -597,6 +597,7 @@ share=() qarg=()
 case $build/ in "$KVF_REPO"/*) ;; *) share=(--share "$build") ;; esac
 if [[ ,$only, == *,peers,* ]]; then
 	KVF_PEERS_PY=$("$KVF_REPO/scripts/bench_peers_venv.sh") || kvf_die "the peers' venv failed"
+	case $KVF_PEERS_PY in "$KVF_REPO"/*) ;; *) kvf_die "KVF_PEERS_VENV must be inside the repository (the guest sees it there)" ;; esac
 	export KVF_PEERS_PY
 	"$KVF_PEERS_PY" -m pip list --format=freeze 2> /dev/null > "$out/peers-freeze.txt" || true
 fi
