@@ -24,24 +24,27 @@ def parse(path):
 
 
 def derive(r):
-    """Per-peer and engine-wide figures of one row (KiB, seconds)."""
-    n, c = r["engines"], r["conns"]
+    """Per-connection, per-engine and engine-wide figures of one row (KiB,
+    seconds). The prefill's are per connection (each QP is one to it); the
+    decodes' per engine (a decode engine is a rank: its frames and engine
+    are its own)."""
+    e, c = r["engines"], r["conns"]
     return {
-        "peers": int(n), "qps_per_peer": int(r["qps"]), "connections": int(c),
+        "connections": int(c), "decode_engines": int(e), "qps_per_peer": int(r["qps"]),
         "passed": r["passed"],
         "prefill_fixed_frame_kib": r["prefill_frame_kb"],
-        "prefill_pinned_kib_per_peer": (r["prefill_pin_kb"] - r["prefill_pin0_kb"]) / n,
-        "prefill_rss_kib_per_peer": (r["prefill_rss_kb"] - r["prefill_rss0_kb"]) / n,
-        "decode_pinned_kib_per_peer": (r["decode_pin_kb"] - r["decode_pin0_kb"]) / n,
-        "decode_rss_kib_per_peer": (r["decode_rss_kb"] - r["decode_rss0_kb"]) / n,
-        "setup_s": r["setup_s"], "setup_s_per_peer": r["setup_s"] / n,
+        "prefill_pinned_kib_per_conn": (r["prefill_pin_kb"] - r["prefill_pin0_kb"]) / c,
+        "prefill_rss_kib_per_conn": (r["prefill_rss_kb"] - r["prefill_rss0_kb"]) / c,
+        "decode_pinned_kib_per_engine": (r["decode_pin_kb"] - r["decode_pin0_kb"]) / e,
+        "decode_rss_kib_per_engine": (r["decode_rss_kb"] - r["decode_rss0_kb"]) / e,
+        "setup_s": r["setup_s"], "setup_ms_per_conn": 1000 * r["setup_s"] / c,
     }
 
 
 def svg(rows, path):
     """Two panels, log2 x: KiB per peer (prefill pinned, RSS), setup s."""
     w, h, pad = 720, 300, 50
-    xs = [r["peers"] for r in rows]
+    xs = [r["connections"] for r in rows]
     if not xs:
         return
     import math
@@ -63,7 +66,7 @@ def svg(rows, path):
             out.append(f'<text x="{px(x)}" y="{h - pad + 14}" text-anchor="middle" '
                        f'font-size="10">{x}</text>')
         out.append(f'<text x="{w / 4}" y="{h - 12}" text-anchor="middle" font-size="11">'
-                   'decode peers</text>')
+                   'connections to the prefill</text>')
         for k, (name, vals, color) in enumerate(series):
             pts = " ".join(f"{px(x)},{h - pad - v / top * (h - 2 * pad)}" for x, v in zip(xs, vals))
             out.append(f'<polyline points="{pts}" fill="none" stroke="{color}" stroke-width="2"/>')
@@ -72,9 +75,9 @@ def svg(rows, path):
         out.append("</g>")
         return out
 
-    body = panel(0, [("prefill pinned KiB/peer", [r["prefill_pinned_kib_per_peer"] for r in rows], "#c33"),
-                     ("prefill RSS KiB/peer", [r["prefill_rss_kib_per_peer"] for r in rows], "#36c")],
-                 "prefill memory per decode peer", "KiB")
+    body = panel(0, [("prefill pinned KiB/connection", [r["prefill_pinned_kib_per_conn"] for r in rows], "#c33"),
+                     ("prefill RSS KiB/connection", [r["prefill_rss_kib_per_conn"] for r in rows], "#36c")],
+                 "prefill memory per connection", "KiB")
     body += panel(w / 2, [("every room SUCCESS, s", [r["setup_s"] for r in rows], "#393")],
                   "setup: prefill start to the last room", "s")
     with open(path, "w") as f:
@@ -90,13 +93,15 @@ def main():
         r = parse(os.path.join(raw, name))
         if r:
             rows.append(derive(r))
-    print(f"{'peers':>6} {'conns':>6} {'pass':>5} {'p frames KiB':>12} {'p pin/peer':>10} "
-          f"{'p rss/peer':>10} {'d pin/peer':>10} {'d rss/peer':>10} {'setup s':>8}")
+    print(f"{'conns':>6} {'engines':>7} {'qps':>4} {'pass':>5} {'p frames KiB':>12} "
+          f"{'p pin/conn':>10} {'p rss/conn':>10} {'d pin/eng':>10} {'d rss/eng':>10} "
+          f"{'setup s':>8} {'ms/conn':>8}")
     for r in rows:
-        print(f"{r['peers']:>6} {r['connections']:>6} {str(r['passed']):>5} "
-              f"{r['prefill_fixed_frame_kib']:>12.0f} {r['prefill_pinned_kib_per_peer']:>10.1f} "
-              f"{r['prefill_rss_kib_per_peer']:>10.1f} {r['decode_pinned_kib_per_peer']:>10.1f} "
-              f"{r['decode_rss_kib_per_peer']:>10.1f} {r['setup_s']:>8.2f}")
+        print(f"{r['connections']:>6} {r['decode_engines']:>7} {r['qps_per_peer']:>4} "
+              f"{str(r['passed']):>5} {r['prefill_fixed_frame_kib']:>12.0f} "
+              f"{r['prefill_pinned_kib_per_conn']:>10.1f} {r['prefill_rss_kib_per_conn']:>10.1f} "
+              f"{r['decode_pinned_kib_per_engine']:>10.1f} {r['decode_rss_kib_per_engine']:>10.1f} "
+              f"{r['setup_s']:>8.2f} {r['setup_ms_per_conn']:>8.2f}")
     with open(os.path.join(d, "scale.json"), "w") as f:
         json.dump({"rows": rows}, f, indent=1)
     svg(rows, os.path.join(d, "scale.svg"))

@@ -30,6 +30,9 @@
  * With --done-file the prefill creates it once every room is terminal and
  * the connections counted (the decodes hold theirs until then, so the
  * prefill sees them all at once); the decodes wait for it before closing.
+ * --expect-conns N (prefill): once every room is terminal, wait up to 30 s
+ * more for N connections at once before the done file (a room needs one
+ * QP of its peer's group; the others may still be connecting).
  * --until-s S (prefill): after S seconds the rooms not terminal are aborted
  * and counted failed (the cap mode, whose refused peers never come).
  * Exit: 0 every room SUCCESS (or, with --allow-fail, terminal) and no bad
@@ -53,7 +56,7 @@
 struct opts {
 	const char *role, *config, *done_file, *ready_file, *sets[MAX_SETS];
 	size_t nsets;
-	uint32_t rooms, engines, index, pages, src_pool, window;
+	uint32_t rooms, engines, index, pages, src_pool, window, expect_conns;
 	uint64_t first_id;
 	double timeout_s, until_s;
 	bool allow_fail;
@@ -112,6 +115,7 @@ static void parse(int argc, char **argv, struct opts *o)
 		else if (!strcmp(a, "--config")) o->config = v;
 		else if (!strcmp(a, "--set") && o->nsets < MAX_SETS) o->sets[o->nsets++] = v;
 		else if (!strcmp(a, "--done-file")) o->done_file = v;
+		else if (!strcmp(a, "--expect-conns")) o->expect_conns = (uint32_t)atol(v);
 		else if (!strcmp(a, "--ready-file")) o->ready_file = v;
 		else if (!strcmp(a, "--rooms")) o->rooms = (uint32_t)strtoul(v, NULL, 0);
 		else if (!strcmp(a, "--engines")) o->engines = (uint32_t)strtoul(v, NULL, 0);
@@ -299,6 +303,13 @@ static int prefill_run(struct run *u)
 	}
 	u->t_setup = kvt_mono() - u->t0;
 	sample(u);
+	/* A room needs one QP of its peer's group; the others may still be
+	 * connecting: give them 30 s more before the decodes let go. */
+	for (double end = kvt_mono() + 30; u->live_max < u->o.expect_conns && kvt_mono() < end;) {
+		kvf_progress(u->s[0].eng);
+		sample(u);
+		kvf_engine_wait(u->s[0].eng, 5);
+	}
 	if (u->o.done_file && (f = fopen(u->o.done_file, "w")))
 		fclose(f);
 	return 0;

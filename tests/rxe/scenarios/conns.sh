@@ -74,7 +74,7 @@ many)
 	MAX_ROOMS=$((engines + 16)) conf "$W/p.conf" prefill "${RDMA_P-$small}"
 	conf "$W/d.conf" decode "qps_per_peer = $qps; poll_idle_us = 0; ${RDMA_D-$small}"
 	timeout -k 5 300 "$DRV" --role prefill --config "$W/p.conf" --rooms "$engines" \
-		--timeout 290 --ready-file "$W/ready" --done-file "$W/done" \
+		--timeout 290 --expect-conns "$want" --ready-file "$W/ready" --done-file "$W/done" \
 		> "$W/p.out" 2> "$W/p.log" &
 	CHILDREN+=("$!")
 	pid_p=$!
