@@ -55,6 +55,10 @@
  *               the prefill has them (issue 43); every one must be
  *               acknowledged (ABORT_ACK), then the connection stays up
  *               --wait s (heartbeats) while a good decode asks for them
+ *   flood       a second authenticated decode that asks for nothing and
+ *               sends HEARTBEAT frames back to back for --wait s, 48 in
+ *               flight, at the prefill's shared receive queue (issue 42):
+ *               the prefill must keep serving a good decode meanwhile
  *
  * One line per event on stdout ("fake_peer: ..."); the last line is
  * "fake_peer: RESULT ok" or "fake_peer: RESULT FAIL <reason>" (what this
@@ -97,10 +101,10 @@
 
 enum mode { M_GOOD, M_BAD_RKEY, M_BAD_BLOCK, M_MR_OVERRUN, M_TRUNCATED, M_SHORT, M_BAD_LAYOUT,
 	    M_BAD_VERSION, M_BAD_TOKEN, M_BIG_POOL, M_CLOSE_FAST, M_REPLAY, M_SILENT, M_EARLY,
-	    M_TOMBSTONE };
+	    M_TOMBSTONE, M_FLOOD };
 static const char *const mode_names[] = {"good", "bad-rkey", "bad-block", "mr-overrun",
 	"truncated", "short", "bad-layout", "bad-version", "bad-token", "big-pool", "close-fast",
-	"replay", "silent", "early", "tombstone"};
+	"replay", "silent", "early", "tombstone", "flood"};
 
 struct opts {
 	const char *server, *bind, *token;
@@ -121,6 +125,7 @@ struct peer {
 	uint8_t *rx, *tx;
 	uint8_t *rstate;      /* per room */
 	uint32_t ok, bad_words, aborts, acks;
+	uint64_t sends_done;    /* our SENDs completed (flood) */
 	bool got_hello;
 };
 
@@ -769,8 +774,10 @@ static int run_loop(struct peer *p, struct conn *c, uint32_t lo, uint32_t hi, bo
 				c->gone = true;
 				continue;
 			}
-			if (!recv)
+			if (!recv) {
+				p->sends_done++;
 				continue;
+			}
 			if (wc[k].opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
 				uint32_t i = kw_imm_slot(ntohl(wc[k].imm_data));
 
@@ -956,6 +963,35 @@ static int tombstone_mode(struct peer *p, struct conn *c)
 	return result(true, "%u room ids aborted before their rooms, each acknowledged", o->rooms);
 }
 
+/* flood: HEARTBEATs back to back for --wait s, 48 in flight (the QP has
+ * 64 send entries), the connection kept; legal frames, so the prefill
+ * must neither drop us nor let the others' frames wait for long. */
+static int flood_mode(struct peer *p, struct conn *c)
+{
+	const struct opts *o = &p->o;
+	double t0 = kvt_mono(), end = t0 + o->wait_s;
+	uint64_t posted = 0;
+	uint32_t slot;
+
+	while (kvt_mono() < end && !c->gone) {
+		while (posted - p->sends_done < 48) {
+			size_t len = kw_encode_heartbeat(tx_slot(p, c, &slot), FRAME);
+
+			if (!len || post_send(p, c, slot, (uint32_t)len))
+				break;
+			posted++;
+		}
+		run_loop(p, c, 0, 0, true, 0.0002);
+	}
+	printf("fake_peer: flood %" PRIu64 " HEARTBEATs in %.1f s (%.0f/s) t=%.6f\n", posted,
+	       kvt_mono() - t0, posted / (kvt_mono() - t0), kvt_mono());
+	if (c->gone)
+		return result(false, "the prefill dropped the flooding connection: %s", c->why);
+	linger(p, c, 0.5);
+	conn_close(p, c);
+	return result(true, "%" PRIu64 " HEARTBEATs sent, the connection kept", posted);
+}
+
 int main(int argc, char **argv)
 {
 	struct peer p = {0};
@@ -1003,6 +1039,8 @@ int main(int argc, char **argv)
 
 	if (o->mode == M_TOMBSTONE)
 		return tombstone_mode(&p, &c);
+	if (o->mode == M_FLOOD)
+		return flood_mode(&p, &c);
 	switch (o->mode) {
 	case M_GOOD:
 	case M_CLOSE_FAST:
