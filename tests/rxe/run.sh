@@ -268,6 +268,7 @@ TESTS=(
 	# down: once rail 1 is back, each probe room holds the driver's window
 	# for a connect attempt (about 30 rooms a 10 s): 400 rooms leave ~100 for it
 	"kvf_rails_down|300|\$repo/tests/rxe/scenarios/rails.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 down 400"
+	"kvf_flood|150|\$repo/tests/rxe/scenarios/flood.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1"
 	"kvf_idle|150|\$repo/tests/rxe/scenarios/idle.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1"
 	"kvf_million|300|\$repo/tests/rxe/scenarios/million.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 contiguous"
 	"kvf_throughput|300|\$repo/tests/rxe/scenarios/throughput.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 150"
