@@ -547,6 +547,13 @@ static void on_failure_event(struct kvf_conn *c, struct rdma_cm_event *ev)
 	kvf_conn_teardown(c, cm_fail_reason(ev->event), why);
 }
 
+/* The events that take a connection's setup a step further. */
+static bool setup_event(enum rdma_cm_event_type e)
+{
+	return e == RDMA_CM_EVENT_ADDR_RESOLVED || e == RDMA_CM_EVENT_ROUTE_RESOLVED ||
+	       e == RDMA_CM_EVENT_CONNECT_RESPONSE || e == RDMA_CM_EVENT_ESTABLISHED;
+}
+
 struct rdma_cm_id *kvf_conn_cm_event(struct kvf_rdma *t, struct rdma_cm_event *ev)
 {
 	struct kvf_conn *c;
@@ -556,6 +563,16 @@ struct rdma_cm_id *kvf_conn_cm_event(struct kvf_rdma *t, struct rdma_cm_event *e
 	c = kvf_conn_get(t, (uint32_t)(uintptr_t)ev->id->context);
 	if (!c) {
 		kvf_dbg("conn", "%s for a connection already gone", rdma_event_str(ev->event));
+		return NULL;
+	}
+	/* A connection torn down while its setup was under way (another QP of
+	 * its group went down) must not be taken further by an event of that
+	 * setup: a QP created and a state written back to CONNECTING would
+	 * make it DEAD twice, and the scheduler retire it twice. */
+	if (atomic_load(&c->state) >= KVF_CONN_DEAD && setup_event(ev->event)) {
+		kvf_dbg("conn", "connection %u: %s after its teardown: ignored", c->id,
+			rdma_event_str(ev->event));
+		kvf_conn_put(c);
 		return NULL;
 	}
 	switch (ev->event) {
