@@ -215,6 +215,8 @@ TESTS=(
 	"kvf_fake_peer_replay|90|\$repo/tests/rxe/scenarios/fake_peer.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 replay"
 	"kvf_fake_peer_silent|90|\$repo/tests/rxe/scenarios/fake_peer.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 silent"
 	"kvf_fake_peer_early|90|\$repo/tests/rxe/scenarios/fake_peer.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 early"
+	# issue 41: examples/one_room as a user runs it (examples/README.md)
+	"kvf_example|90|\$repo/tests/rxe/scenarios/example.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1"
 	"kvf_ephemeral_port|180|\$repo/tests/rxe/scenarios/ephemeral.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 40"
 	# issue 40: the wheel as installed by pip into a venv of another Python
 	# (scripts/wheel-test.sh makes build-wheel/venv first)
