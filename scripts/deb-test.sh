@@ -9,7 +9,7 @@
 # 2. `dpkg-buildpackage -us -uc -b` there with Debian's own tools first on
 #    PATH (Debian's meson and python3, not pyenv's);
 # 3. lintian on the four .debs: an error fails, the warnings are printed
-#    (each one is justified in README's Install section);
+#    (each one is justified in docs/install.md);
 # 4. checks each package's contents (`dpkg -c`) against what it must ship;
 # 5. extracts the packages into a directory and runs from there the tools
 #    (usage, a refused connection, no GPU), the man pages (no groff warning;
