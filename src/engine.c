@@ -452,10 +452,7 @@ static void transport_counts(const kvf_engine *eng, struct kvf_stats *st)
 	memset(&ts, 0, sizeof(ts));
 	if (!eng->ops || !eng->ops->stats || eng->ops->stats(eng->t, &ts))
 		return;
-#define COPY(f) st->f = ts.f;
-	KVF_TRANSPORT_STATS_COPIED(COPY)
-#undef COPY
-	memcpy(st->auth_refused, ts.auth_refused, sizeof(ts.auth_refused));
+	kvf_transport_stats_copy(st, &ts);
 }
 
 int kvf_stats(const kvf_engine *eng, struct kvf_stats *out)

@@ -11,7 +11,9 @@
 #define KVF_TRANSPORT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "event.h"
 
@@ -61,10 +63,14 @@ struct kvf_xfer_part {
 #define KVF_CONN_RAIL_SHIFT 28u
 static inline uint32_t kvf_conn_rail(uint32_t conn) { return conn >> KVF_CONN_RAIL_SHIFT; }
 
-/* wr_id of every work request: kind:8 | gen:32 | slot:24. */
+/* wr_id of every work request: kind:8 | gen:32 | slot:24. What gen and
+ * slot hold depends on the kind: a room's handle for a write, but for a
+ * control SEND gen is the connection id (the completion finds its
+ * connection, and the send frame its owner, by it: src/rdma/ops.c). */
 enum kvf_wr_kind {
 	KVF_WR_DATA = 1,  /* a room's RDMA WRITE (slot/gen = sender room) */
-	KVF_WR_CTRL = 2,  /* a control SEND (slot = the transport's buffer index) */
+	KVF_WR_CTRL = 2,  /* a control SEND (gen = connection id; slot = the send
+	                     frame's index, or the drain marker's KVF_DRAIN_SLOT) */
 	KVF_WR_RECV = 3,  /* a posted receive (slot = buffer index) */
 };
 #define KVF_SLOT_BITS 24u
@@ -88,56 +94,50 @@ static inline uint32_t kvf_imm(uint32_t slot, uint32_t gen)
 
 /* What a transport counts, for /metrics (kvf_transport_ops.stats). Frames
  * are counted by their type byte; frame_names[type] names it, NULL for a
- * type the transport does not have. */
+ * type the transport does not have. The counters kvf_stats shows are
+ * declared once, in KVF_STATS_FIELDS (<kvferry/stats.h>, from transport or
+ * staging): the same name here, copied by kvf_transport_stats_copy. */
 #define KVF_FRAME_TYPES 16
+#define KVF_TS_FIELD_N_(name, from, doc) KVF_TS_FIELD_##from(uint64_t name;)
+#define KVF_TS_FIELD_A_(name, len, num, names, from, doc) KVF_TS_FIELD_##from(uint64_t name[num];)
+#define KVF_TS_FIELD_engine(decl)
+#define KVF_TS_FIELD_transport(decl) decl
+#define KVF_TS_FIELD_staging(decl)
+#define KVF_TS_STAGING_N_(name, from, doc) KVF_TS_STAGING_##from(uint64_t name;)
+#define KVF_TS_STAGING_A_(name, len, num, names, from, doc) KVF_TS_STAGING_##from(uint64_t name[num];)
+#define KVF_TS_STAGING_engine(decl)
+#define KVF_TS_STAGING_transport(decl)
+#define KVF_TS_STAGING_staging(decl) decl
 struct kvf_transport_stats {
 	const char *frame_names[KVF_FRAME_TYPES];
 	uint64_t frames_tx[KVF_FRAME_TYPES];
 	uint64_t frames_rx[KVF_FRAME_TYPES];
-	uint64_t wrs_posted;    /* RDMA WRITEs posted to the device */
-	uint64_t bytes_posted;  /* their bytes */
-	uint64_t completions;   /* work completions polled */
-	uint64_t doorbells;     /* ibv_post_send calls (writes and control frames) */
-	uint64_t poller_sleeps; /* times the completion poller slept on its fds */
-	uint64_t conns_live;    /* gauge: connections not dead */
-	uint64_t conns_held;    /* gauge: connections not yet freed (dead ones
-	                           hold their buffers until drained) */
-	uint64_t connects;      /* peer connections started */
-	uint64_t connect_backoffs; /* ROOM_INFOs refused: the peer was in backoff */
-	/* The poller's keepalives (src/rdma/keepalive.h), also in frames_tx: */
-	uint64_t keepalives_sent;   /* HEARTBEATs posted */
-	uint64_t keepalives_acked;  /* ... completed: the peer's NIC acknowledged */
-	uint64_t keepalives_late;   /* due while the last was in flight: not sent */
-	/* The token's exchange (src/rdma/handshake.h): peers proved,
-	 * connections refused by enum kvf_auth_refusal, frames dropped unread
-	 * from peers that had not proved themselves. */
-	uint64_t auth_ok;
-	uint64_t auth_refused[KVF_AUTH_NUM];
-	uint64_t auth_dropped;
+	/* From here on every field is a uint64_t count or gauge, wrs_posted
+	 * first (src/rdma/rails.c sums the rails' so; asserted below). */
+	KVF_STATS_FIELDS(KVF_TS_FIELD_N_, KVF_TS_FIELD_A_)
 	/* Staging through host memory (src/rdma/stage.h): */
-	uint64_t staged_bytes;      /* bytes copied into staging slots */
-	uint64_t staged_chunks;     /* chunks that got slots */
-	uint64_t stage_waits;       /* chunks that waited for slots */
-	uint64_t stage_slots_busy;  /* gauge: slots not free */
+	KVF_STATS_FIELDS(KVF_TS_STAGING_N_, KVF_TS_STAGING_A_)
 	uint64_t stage_copy_errors; /* copies that failed (the connection went) */
-	uint64_t conns_over_max;    /* connections refused: rdma.max_conns held */
-	uint64_t frame_bytes;       /* gauge: registered for frames (frames.h) */
-	uint64_t srq_low;           /* shared receive queue limit events */
-	uint64_t rx_stray;          /* its completions for an unknown QP */
-	uint64_t tx_frame_waits;    /* frames that waited for a send frame */
-	uint64_t info_bytes_rx;     /* ROOM_INFO(_CONT) bytes received */
-	uint64_t conns_idle_closed; /* peer connections closed: rdma.idle_close_s */
+	/* Only for /metrics: */
+	uint64_t bytes_posted;      /* bytes of the RDMA WRITEs posted */
 };
+_Static_assert(offsetof(struct kvf_transport_stats, wrs_posted) ==
+	       offsetof(struct kvf_transport_stats, frames_rx) + sizeof(uint64_t[KVF_FRAME_TYPES]) &&
+	       (sizeof(struct kvf_transport_stats) - offsetof(struct kvf_transport_stats, wrs_posted)) %
+	       sizeof(uint64_t) == 0, "the counts start at wrs_posted and are all uint64_t");
 
-/* The counters of struct kvf_transport_stats that struct kvf_stats carries
- * under the same name (engine.c copies them with this list). */
-#define KVF_TRANSPORT_STATS_COPIED(X) \
-	X(staged_bytes) X(staged_chunks) X(stage_waits) X(stage_slots_busy) X(wrs_posted) \
-	X(doorbells) X(completions) X(poller_sleeps) X(connects) X(connect_backoffs) \
-	X(conns_live) X(conns_held) X(keepalives_sent) X(keepalives_acked) \
-	X(keepalives_late) X(auth_ok) X(auth_dropped) X(conns_over_max) \
-	X(frame_bytes) X(srq_low) X(rx_stray) X(tx_frame_waits) X(info_bytes_rx) \
-	X(conns_idle_closed)
+/* The transport's counters that kvf_stats shows, into *st. */
+#define KVF_TS_COPY_N_(name, from, doc) KVF_TS_COPY_##from(st->name = ts->name;)
+#define KVF_TS_COPY_A_(name, len, num, names, from, doc) \
+	KVF_TS_COPY_##from(memcpy(st->name, ts->name, sizeof(ts->name));)
+#define KVF_TS_COPY_engine(stmt)
+#define KVF_TS_COPY_transport(stmt) stmt
+#define KVF_TS_COPY_staging(stmt) stmt
+static inline void kvf_transport_stats_copy(struct kvf_stats *st,
+					    const struct kvf_transport_stats *ts)
+{
+	KVF_STATS_FIELDS(KVF_TS_COPY_N_, KVF_TS_COPY_A_)
+}
 
 struct kvf_transport_ops {
 	/* Register a region (id unused) and announce it in every HELLO from

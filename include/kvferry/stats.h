@@ -12,114 +12,115 @@
 #define KVF_STATS_IGNORED 16   /* ignored[], by enum kvf_ignore_reason */
 #define KVF_STATS_AUTH 8       /* auth_refused[], by enum kvf_auth_refusal */
 
+/*
+ * KVF_STATS_FIELDS(N, A): every field of struct kvf_stats after size and
+ * reserved, in layout order, once: the struct below, the library's copy of
+ * the transport's counters (src/transport.h), the Python table
+ * (python/kvferry/stats.c) and the stub's check (tests/python/test_stubs.py)
+ * all come from it. Fields are only ever appended (the ABI).
+ *
+ *   N(name, from, doc)                  a uint64_t count or gauge
+ *   A(name, len, num, names, from, doc) uint64_t name[len], indexed by an
+ *                                       enum of num values that
+ *                                       kvf_<names>_str names
+ *
+ * from says who counts it: engine (the room engine), transport (the
+ * transport's counter of the same name, copied), staging (the same, from
+ * the transport's staging through host memory). These tokens are only
+ * ever pasted, never expanded. doc is one line for bindings.
+ */
+#define KVF_STATS_FIELDS(N, A) \
+	A(rooms, KVF_POLL_NUM, KVF_POLL_NUM, poll, engine, "live (unreleased) rooms per state") \
+	N(inflight, engine, "sender rooms in TRANSFERRING") \
+	N(unquiescent, engine, "terminal rooms whose memory is still held") \
+	N(created, engine, "rooms ever created") \
+	N(released, engine, "rooms ever released") \
+	A(failures, KVF_STATS_REASONS, KVF_FAIL_NUM, fail_reason, engine, "failed rooms per reason") \
+	A(deadlines, KVF_STATS_DEADLINES, KVF_DL_NUM, deadline, engine, \
+	  "rooms failed per deadline kind") \
+	A(ignored, KVF_STATS_IGNORED, KVF_IGN_NUM, ignore_reason, engine, \
+	  "events not applied to a room, per reason") \
+	/* What arrives before its room (docs/design.md). Each kept entry ends  \
+	 * in exactly one outcome: created == applied + expired + evicted + live \
+	 * for tombstones, parked == applied + expired + evicted + replaced +   \
+	 * live for ROOM_INFOs. */ \
+	N(tombstones_created, engine, "early ABORTs kept") \
+	N(tombstones_applied, engine, "tombstones whose room was created: FAILED at once") \
+	N(tombstones_expired, engine, "tombstones dropped: engine.tombstone_ttl_s passed") \
+	N(tombstones_evicted, engine, "tombstones dropped: the table was full (engine.max_tombstones)") \
+	N(tombstones_live, engine, "gauge: tombstones kept now") \
+	N(early_infos_parked, engine, "ROOM_INFOs that came before their sender room") \
+	N(early_infos_applied, engine, "parked ROOM_INFOs whose sender room came") \
+	N(early_infos_expired, engine, "parked ROOM_INFOs with no sender room in time: ABORT sent back") \
+	N(early_infos_evicted, engine, "parked ROOM_INFOs dropped, the table full: ABORT sent back") \
+	N(early_infos_replaced, engine, "parked ROOM_INFOs the same peer's ABORT replaced (a tombstone)") \
+	N(early_infos_live, engine, "gauge: ROOM_INFOs parked now") \
+	N(bad_frames, engine, "malformed frames from peers") \
+	N(ring_stalls, engine, "times the poller found the event ring full") \
+	N(events, engine, "events applied from the ring") \
+	N(oldest_inflight_ns, engine, "age of the oldest TRANSFERRING room, 0 if none") \
+	/* Staging through host memory (sender regions of CUDA memory the NIC \
+	 * cannot register; docs/design.md "GPU memory and staging"). */ \
+	N(staged_bytes, staging, "bytes copied into staging slots") \
+	N(staged_chunks, staging, "chunks that were given staging slots") \
+	N(stage_waits, staging, "chunks that waited for free staging slots") \
+	N(stage_slots_busy, staging, "gauge: staging slots not free (0 when all are back)") \
+	/* What the rooms cost the transport (0 without one), per room when \
+	 * divided by released; a poller sleep is a wakeup to come. */ \
+	N(wrs_posted, transport, "RDMA WRITEs posted") \
+	N(doorbells, transport, "ibv_post_send calls (writes and control frames)") \
+	N(completions, transport, "work completions polled") \
+	N(poller_sleeps, transport, "times the completion poller went to sleep on its fds") \
+	/* Early ROOM_INFOs not parked: the parked ones held \
+	 * engine.max_parked_info_bytes already. Not in early_infos_parked. */ \
+	N(early_infos_refused, engine, "early ROOM_INFOs not parked, the parked bytes at their bound: ABORT sent back") \
+	/* Connections (0 without a transport). A room whose peer is in connect \
+	 * backoff (rdma.reconnect_backoff_ms) FAILED connect_failed at once. */ \
+	N(connects, transport, "peer connections started") \
+	N(connect_backoffs, transport, "ROOM_INFOs refused: their peer was in connect backoff") \
+	N(conns_live, transport, "gauge: connections up") \
+	N(conns_held, transport, "gauge: connections holding their buffers (up, or down and not yet freed)") \
+	/* Liveness (docs/design.md "Liveness"): the poller thread's HEARTBEATs, \
+	 * one per connection per heartbeat.interval_ms whether or not \
+	 * kvf_progress() is called, not in doorbells. Acknowledged proves the \
+	 * peer's host and the link, not its process. */ \
+	N(keepalives_sent, transport, "HEARTBEATs the poller thread posted") \
+	N(keepalives_acked, transport, "HEARTBEATs that completed: the peer's NIC acknowledged them") \
+	N(keepalives_late, transport, "HEARTBEATs due while the last was in flight: not sent") \
+	/* Misuse refused (docs/chaos.md, "What a user may do wrong"): an \
+	 * engine is one scheduler thread's. */ \
+	N(calls_concurrent, engine, "kvf_progress/kvf_engine_wait(_prepare) calls refused -EBUSY: another thread was in one") \
+	/* The token's proof (docs/wire.md 4.4), per connection. */ \
+	N(auth_ok, transport, "peers whose proof of rdma.auth_token held") \
+	A(auth_refused, KVF_STATS_AUTH, KVF_AUTH_NUM, auth_refusal, transport, \
+	  "connections refused before they carried anything, per reason") \
+	N(auth_dropped, transport, "frames dropped unread from peers that had not proved themselves") \
+	/* -ENOSPC before anything was registered: on a decode its room failed \
+	 * connect_failed, on a prefill the peer's connect request was rejected. */ \
+	N(conns_over_max, transport, "connections refused: rdma.max_conns were held") \
+	/* docs/wire.md 7.2: the room id was bound to another connection, failed \
+	 * or finished, or another connection's ABORT was kept for it. Each is \
+	 * also counted in ignored[]. */ \
+	N(room_infos_refused, engine, "ROOM_INFOs answered at once with ABORT (room refused, taken or finished)") \
+	/* Frames, per rail and not per peer (docs/design.md, "Frames: per \
+	 * rail, not per peer"). */ \
+	N(frame_bytes, transport, "gauge: bytes registered for frames (shared receive queue, send frames, AUTH pages)") \
+	N(srq_low, transport, "shared receive queue limit events (it ran low: grown, or at rdma.srq_depth)") \
+	N(rx_stray, transport, "shared receive completions for a queue pair no longer known (frame reused)") \
+	N(tx_frame_waits, transport, "control frames that waited for a free send frame (rdma.send_frames)") \
+	/* What the decodes' requests cost on the wire (docs/wire.md 5.4). */ \
+	N(info_bytes_rx, transport, "bytes of ROOM_INFO and ROOM_INFO_CONT frames received") \
+	N(conns_idle_closed, transport, "peer connections closed: no room used them for rdma.idle_close_s")
+
+#define KVF_STATS_FIELD_N_(name, from, doc) uint64_t name;
+#define KVF_STATS_FIELD_A_(name, len, num, names, from, doc) uint64_t name[len];
 struct kvf_stats {
-	uint32_t size;                /* in: sizeof(struct kvf_stats); out: bytes filled */
-	uint32_t reserved;            /* 0 */
-	uint64_t rooms[KVF_POLL_NUM]; /* live (unreleased) rooms per state */
-	uint64_t inflight;            /* sender rooms in TRANSFERRING */
-	uint64_t unquiescent;         /* terminal rooms whose memory is still held */
-	uint64_t created;             /* rooms ever created */
-	uint64_t released;            /* rooms ever released */
-	uint64_t failures[KVF_STATS_REASONS];
-	uint64_t deadlines[KVF_STATS_DEADLINES]; /* rooms failed per deadline kind */
-	uint64_t ignored[KVF_STATS_IGNORED];
-	/* What arrives before its room (docs/design.md). Each kept entry ends
-	 * in exactly one outcome: created == applied + expired + evicted + live
-	 * for tombstones, parked == applied + expired + evicted + replaced +
-	 * live for ROOM_INFOs. */
-	uint64_t tombstones_created;  /* early ABORTs kept */
-	uint64_t tombstones_applied;  /* their room was created: FAILED at once */
-	uint64_t tombstones_expired;  /* engine.tombstone_ttl_s passed */
-	uint64_t tombstones_evicted;  /* the table was full (engine.max_tombstones) */
-	uint64_t tombstones_live;     /* gauge: kept now */
-	uint64_t early_infos_parked;  /* ROOM_INFOs that came before their sender room */
-	uint64_t early_infos_applied;
-	uint64_t early_infos_expired; /* no sender room in time: ABORT sent back */
-	uint64_t early_infos_evicted; /* the table was full: ABORT sent back */
-	uint64_t early_infos_replaced; /* the same peer's ABORT came next: a tombstone */
-	uint64_t early_infos_live;    /* gauge: parked now */
-	uint64_t bad_frames;         /* malformed frames from peers */
-	uint64_t ring_stalls;        /* times the poller found the ring full */
-	uint64_t events;             /* events applied from the ring */
-	uint64_t oldest_inflight_ns; /* age of the oldest TRANSFERRING room, 0 if none */
-	/* Staging through host memory (sender regions of CUDA memory the NIC
-	 * cannot register; docs/design.md "GPU memory and staging"): */
-	uint64_t staged_bytes;       /* bytes copied into staging slots */
-	uint64_t staged_chunks;      /* chunks that were given slots */
-	uint64_t stage_waits;        /* chunks that waited for free slots */
-	uint64_t stage_slots_busy;   /* gauge: slots not free (0 when all are back) */
-	/* What the rooms cost the transport (0 without one), per room when
-	 * divided by released: RDMA WRITEs posted, ibv_post_send calls
-	 * (doorbells: writes and control frames), work completions polled, and
-	 * times the completion poller went to sleep on its fds (each one a
-	 * wakeup to come). */
-	uint64_t wrs_posted;
-	uint64_t doorbells;
-	uint64_t completions;
-	uint64_t poller_sleeps;
-	/* Early ROOM_INFOs not parked: the parked ones held
-	 * engine.max_parked_info_bytes already (ABORT sent back). Not in
-	 * early_infos_parked. */
-	uint64_t early_infos_refused;
-	/* Connections (0 without a transport): peer connections started;
-	 * ROOM_INFOs refused because their peer was in connect backoff
-	 * (rdma.reconnect_backoff_ms: each such room FAILED connect_failed at
-	 * once); and, gauges, connections up, and connections still holding
-	 * their buffers (up, or down and not yet drained and freed). */
-	uint64_t connects;
-	uint64_t connect_backoffs;
-	uint64_t conns_live;
-	uint64_t conns_held;
-	/* Liveness (docs/design.md "Liveness"): HEARTBEATs the transport's
-	 * poller thread posted (one per connection per heartbeat.interval_ms,
-	 * whether or not kvf_progress() is called; not in doorbells), those
-	 * that completed (the peer's NIC acknowledged them: that proves its
-	 * host and the link, not its process), and those due while the last
-	 * one was still in flight (not sent: the peer or the path is not
-	 * taking them). */
-	uint64_t keepalives_sent;
-	uint64_t keepalives_acked;
-	uint64_t keepalives_late;
-	/* Misuse refused (docs/chaos.md, "What a user may do wrong"): calls of
-	 * kvf_progress / kvf_engine_wait / kvf_engine_wait_prepare made while
-	 * another thread was in one of them (-EBUSY; an engine is one
-	 * scheduler thread's). */
-	uint64_t calls_concurrent;
-	/* The token's proof (docs/wire.md 4.4), per connection: peers whose
-	 * proof verified, connections refused before they carried anything
-	 * (by reason), and frames received from a peer that had not proved
-	 * itself and dropped unread (after its refusal). */
-	uint64_t auth_ok;
-	uint64_t auth_refused[KVF_STATS_AUTH];
-	uint64_t auth_dropped;
-	/* Connections refused because the transport held rdma.max_conns
-	 * already (-ENOSPC, before anything was registered for them): on a
-	 * decode its room failed connect_failed, on a prefill the peer's
-	 * connect request was rejected. */
-	uint64_t conns_over_max;
-	/* ROOM_INFOs the prefill answered at once with an ABORT instead of
-	 * serving them (docs/wire.md 7.2): their room id was bound to another
-	 * connection, failed or finished, or another connection's ABORT was
-	 * kept for it. Each is also counted in ignored[]. */
-	uint64_t room_infos_refused;
-	/* Frames, per rail and not per peer (docs/design.md, "Frames: per
-	 * rail, not per peer"): the bytes registered for them (gauge: the
-	 * shared receive queue's frames, the send frames, each connection's
-	 * AUTH page), the shared receive queue's limit events (it ran low:
-	 * grown, or at rdma.srq_depth), its completions for a queue pair no
-	 * longer known (the frame reused), and control frames that waited
-	 * for a free send frame (rdma.send_frames). */
-	uint64_t frame_bytes;
-	uint64_t srq_low;
-	uint64_t rx_stray;
-	uint64_t tx_frame_waits;
-	/* Bytes of ROOM_INFO and ROOM_INFO_CONT frames received (the prefill):
-	 * what the decodes' requests cost on the wire (docs/wire.md 5.4). */
-	uint64_t info_bytes_rx;
-	/* Peer connections this engine closed because no room had used them
-	 * for rdma.idle_close_s (the next room opens a new one). */
-	uint64_t conns_idle_closed;
+	uint32_t size;     /* in: sizeof(struct kvf_stats); out: bytes filled */
+	uint32_t reserved; /* 0 */
+	KVF_STATS_FIELDS(KVF_STATS_FIELD_N_, KVF_STATS_FIELD_A_)
 };
+#undef KVF_STATS_FIELD_N_
+#undef KVF_STATS_FIELD_A_
 #define KVF_STATS_INIT { .size = sizeof(struct kvf_stats) }
 
 /* Copy the counters and gauges; set out->size first (see struct kvf_stats).

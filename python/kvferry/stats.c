@@ -29,80 +29,21 @@ static PyObject *named_counts(const uint64_t *v, int n, const char *(*name)(int)
 	return d;
 }
 
+/* The namers of KVF_STATS_FIELDS' arrays (A(..., names, ...): names##_name). */
 static const char *poll_name(int i) { return kvf_poll_str(i); }
-static const char *reason_name(int i) { return kvf_fail_reason_str((enum kvf_fail_reason)i); }
+static const char *fail_reason_name(int i) { return kvf_fail_reason_str((enum kvf_fail_reason)i); }
 static const char *deadline_name(int i) { return kvf_deadline_str((enum kvf_deadline)i); }
-static const char *ignore_name(int i) { return kvf_ignore_reason_str((enum kvf_ignore_reason)i); }
-static const char *auth_name(int i) { return kvf_auth_refusal_str((enum kvf_auth_refusal)i); }
+static const char *ignore_reason_name(int i) { return kvf_ignore_reason_str((enum kvf_ignore_reason)i); }
+static const char *auth_refusal_name(int i) { return kvf_auth_refusal_str((enum kvf_auth_refusal)i); }
 
-/* struct kvf_stats as Python sees it, in its order: U(field, doc) a counter or
- * gauge, C(field, n, namefn, doc) an array of counts as a dict by name. The
- * field list, the descriptor and kvf_py_stats() all come from this one table,
- * and the size check below fails the build when the struct gains a field the
- * table lacks. */
-#define STATS_FIELDS(U, C) \
-	C(rooms, KVF_POLL_NUM, poll_name, "live rooms per state name") \
-	U(inflight, "sender rooms in TRANSFERRING") \
-	U(unquiescent, "terminal rooms whose memory is still held") \
-	U(created, "rooms ever created") \
-	U(released, "rooms ever released") \
-	C(failures, KVF_FAIL_NUM, reason_name, "failed rooms per reason name") \
-	C(deadlines, KVF_DL_NUM, deadline_name, "rooms failed per deadline name") \
-	C(ignored, KVF_IGN_NUM, ignore_name, "events not applied, per reason name") \
-	U(tombstones_created, NULL) \
-	U(tombstones_applied, NULL) \
-	U(tombstones_expired, NULL) \
-	U(tombstones_evicted, NULL) \
-	U(tombstones_live, NULL) \
-	U(early_infos_parked, NULL) \
-	U(early_infos_applied, NULL) \
-	U(early_infos_expired, NULL) \
-	U(early_infos_evicted, NULL) \
-	U(early_infos_replaced, NULL) \
-	U(early_infos_live, NULL) \
-	U(bad_frames, NULL) \
-	U(ring_stalls, NULL) \
-	U(events, NULL) \
-	U(oldest_inflight_ns, NULL) \
-	U(staged_bytes, NULL) \
-	U(staged_chunks, NULL) \
-	U(stage_waits, NULL) \
-	U(stage_slots_busy, NULL) \
-	U(wrs_posted, NULL) \
-	U(doorbells, NULL) \
-	U(completions, NULL) \
-	U(poller_sleeps, NULL) \
-	U(early_infos_refused, NULL) \
-	U(connects, NULL) \
-	U(connect_backoffs, NULL) \
-	U(conns_live, NULL) \
-	U(conns_held, NULL) \
-	U(keepalives_sent, NULL) \
-	U(keepalives_acked, NULL) \
-	U(keepalives_late, NULL) \
-	U(calls_concurrent, NULL) \
-	U(auth_ok, "peers whose proof of rdma.auth_token held") \
-	C(auth_refused, KVF_AUTH_NUM, auth_name, "connections refused before they carried anything, per reason name") \
-	U(auth_dropped, "frames dropped unread from peers that had not proved themselves") \
-	U(conns_over_max, "connections refused: rdma.max_conns were held") \
-	U(room_infos_refused, "ROOM_INFOs answered at once with ABORT (room refused, taken or finished)") \
-	U(frame_bytes, "gauge: bytes registered for frames (shared receive queue, send frames, AUTH pages)") \
-	U(srq_low, "shared receive queue limit events (it ran low)") \
-	U(rx_stray, "shared receive completions for a queue pair no longer known (frame reused)") \
-	U(tx_frame_waits, "control frames that waited for a free send frame (rdma.send_frames)") \
-	U(info_bytes_rx, "bytes of ROOM_INFO and ROOM_INFO_CONT frames received") \
-	U(conns_idle_closed, "peer connections closed: no room used them for rdma.idle_close_s")
-
-#define STATS_DESC_U(f, doc) { #f, doc },
-#define STATS_DESC_C(f, n, fn, doc) { #f, doc },
+/* struct kvf_stats as Python sees it, field for field from KVF_STATS_FIELDS
+ * (<kvferry/stats.h>): a count or gauge an int, an array a dict by name. */
+#define STATS_DESC_N(f, from, doc) { #f, doc },
+#define STATS_DESC_A(f, len, num, names, from, doc) { #f, doc " (a dict by name)" },
 static PyStructSequence_Field stats_fields[] = {
-	STATS_FIELDS(STATS_DESC_U, STATS_DESC_C)
+	KVF_STATS_FIELDS(STATS_DESC_N, STATS_DESC_A)
 	{ NULL, NULL },
 };
-#define STATS_SIZE_U(f, doc) +sizeof(((struct kvf_stats *)0)->f)
-#define STATS_SIZE_C(f, n, fn, doc) +sizeof(((struct kvf_stats *)0)->f)
-_Static_assert(2 * sizeof(uint32_t) STATS_FIELDS(STATS_SIZE_U, STATS_SIZE_C) ==
-	       sizeof(struct kvf_stats), "struct kvf_stats has a field STATS_FIELDS lacks");
 PyStructSequence_Desc stats_desc = {
 	"kvferry.Stats", "Counters and gauges of an engine (struct kvf_stats).", stats_fields,
 	(int)(sizeof(stats_fields) / sizeof(stats_fields[0])) - 1,
@@ -128,9 +69,9 @@ PyObject *kvf_py_stats(const struct kvf_stats *st)
 	o = PyStructSequence_New(&StatsType);
 	if (!o)
 		return NULL;
-#define STATS_PUT_U(f, doc) U64(f);
-#define STATS_PUT_C(f, n, fn, doc) SET(named_counts(st->f, n, fn));
-	STATS_FIELDS(STATS_PUT_U, STATS_PUT_C)
+#define STATS_PUT_N(f, from, doc) U64(f);
+#define STATS_PUT_A(f, len, num, names, from, doc) SET(named_counts(st->f, num, names##_name));
+	KVF_STATS_FIELDS(STATS_PUT_N, STATS_PUT_A)
 	return o;
 }
 
