@@ -347,6 +347,26 @@ int kvf_engine_set_clock(kvf_engine *eng, uint64_t (*fn)(void *arg), void *arg)
 	return 0;
 }
 
+/* The configured length of deadline d, for a layer above that keeps one of
+ * its own (kvferry.h): the configuration's figure, not a room's (room.c). */
+int kvf_engine_deadline_s(kvf_engine *eng, enum kvf_deadline d, uint32_t *s)
+{
+	const struct kvf_config *c;
+
+	if (!eng || !s)
+		return -EINVAL;
+	c = &eng->cfg;
+	switch (d) {
+	case KVF_DL_BOOTSTRAP: *s = c->bootstrap_s; return 0;
+	case KVF_DL_WAITING_FOR_INPUT: *s = c->waiting_for_input_s; return 0;
+	case KVF_DL_INFLIGHT: *s = c->inflight_s; return 0;
+	case KVF_DL_RECEIVER_WAITING: *s = c->receiver_waiting_s; return 0;
+	case KVF_DL_QUIESCE: *s = c->quiesce_s; return 0;
+	case KVF_DL_BETWEEN_CHUNKS: *s = c->between_chunks_s; return 0;
+	default: return -EINVAL;
+	}
+}
+
 /* ----------------------------------------------------------------- progress */
 
 static int drain_ring(struct kvf_engine *eng)

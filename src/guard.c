@@ -118,11 +118,6 @@ void kvf_guard_untrack(struct kvf_engine *eng)
 	pthread_mutex_unlock(&engines_lock);
 }
 
-bool kvf_guard_forked(const struct kvf_engine *eng)
-{
-	return eng->forked;
-}
-
 int kvf_guard_enter(struct kvf_engine *eng, const char *what)
 {
 	if (eng->forked) {

@@ -15,8 +15,6 @@
 #ifndef KVF_GUARD_H
 #define KVF_GUARD_H
 
-#include <stdbool.h>
-
 struct kvf_engine;
 
 /* Track eng for fork (once per engine, at creation); untrack at close. */
@@ -27,7 +25,5 @@ void kvf_guard_untrack(struct kvf_engine *eng);
  * is in it; counted). Leave only after an enter that returned 0. */
 int kvf_guard_enter(struct kvf_engine *eng, const char *what);
 void kvf_guard_leave(struct kvf_engine *eng);
-/* True in a child after fork: the transport is the refusing one. */
-bool kvf_guard_forked(const struct kvf_engine *eng);
 
 #endif

@@ -56,24 +56,6 @@ enum kvf_deadline kvf_room_deadline(const struct kvf_engine *eng, const struct k
 	return s ? dl : KVF_DL_NONE;
 }
 
-int kvf_engine_deadline_s(kvf_engine *eng, enum kvf_deadline d, uint32_t *s)
-{
-	const struct kvf_config *c;
-
-	if (!eng || !s)
-		return -EINVAL;
-	c = &eng->cfg;
-	switch (d) {
-	case KVF_DL_BOOTSTRAP: *s = c->bootstrap_s; return 0;
-	case KVF_DL_WAITING_FOR_INPUT: *s = c->waiting_for_input_s; return 0;
-	case KVF_DL_INFLIGHT: *s = c->inflight_s; return 0;
-	case KVF_DL_RECEIVER_WAITING: *s = c->receiver_waiting_s; return 0;
-	case KVF_DL_QUIESCE: *s = c->quiesce_s; return 0;
-	case KVF_DL_BETWEEN_CHUNKS: *s = c->between_chunks_s; return 0;
-	default: return -EINVAL;
-	}
-}
-
 /* Arm the deadline of the room's state, counted from base. */
 static void arm_deadline_at(struct kvf_engine *eng, struct kvf_slot *r, uint64_t base)
 {

@@ -81,7 +81,7 @@ static int post_frame(struct kvf_conn *c, uint32_t i, uint32_t len)
 	if (rc)
 		put_frame(c, i);
 	else
-		c->t->st_frames_tx[buf[6] % KVF_FRAME_TYPES]++; /* byte 6: the type (proto.h) */
+		c->t->st_frames_tx[kvf_proto_frame_type(buf) % KVF_FRAME_TYPES]++;
 	return rc;
 }
 
@@ -180,8 +180,8 @@ static int send_head(struct kvf_conn *c, struct kvf_pframe *f, bool *done)
 		 * smallest frame size connect accepts. */
 		kvf_err("rdma", "connection %u: %u-byte %s for room %#" PRIx64 " is over the "
 			"peer's %u-byte frames; dropped", c->id, f->len,
-			kvf_frame_type_str(f->data[6]), kvf_proto_frame_room(f->data),
-			c->peer_frame_max);
+			kvf_frame_type_str(kvf_proto_frame_type(f->data)),
+			kvf_proto_frame_room(f->data), c->peer_frame_max);
 	} else {
 		uint8_t *buf;
 		uint32_t i = take_frame(c, &buf);

@@ -11,12 +11,12 @@ static uint64_t since(uint64_t a, uint64_t b)
 	return a > b ? a - b : 0;
 }
 
-void kvf_watch_init(struct kvf_watch *w, uint64_t expect_ns, uint64_t now)
+void kvf_presence_init(struct kvf_presence *w, uint64_t expect_ns, uint64_t now)
 {
-	*w = (struct kvf_watch){.last_ns = now, .expect_ns = expect_ns};
+	*w = (struct kvf_presence){.last_ns = now, .expect_ns = expect_ns};
 }
 
-void kvf_watch_round(struct kvf_watch *w, uint64_t now)
+void kvf_presence_round(struct kvf_presence *w, uint64_t now)
 {
 	uint64_t gap = since(now, w->last_ns);
 
@@ -28,26 +28,26 @@ void kvf_watch_round(struct kvf_watch *w, uint64_t now)
 		w->last_ns = now;
 }
 
-void kvf_live_start(struct kvf_liveness *l, const struct kvf_watch *w, uint64_t interval_ns,
+void kvf_live_start(struct kvf_liveness *l, const struct kvf_presence *w, uint64_t interval_ns,
 		    uint64_t now)
 {
 	*l = (struct kvf_liveness){.ka_due_ns = now + interval_ns};
 	kvf_live_heard(l, w, now);
 }
 
-void kvf_live_heard(struct kvf_liveness *l, const struct kvf_watch *w, uint64_t now)
+void kvf_live_heard(struct kvf_liveness *l, const struct kvf_presence *w, uint64_t now)
 {
 	l->heard_ns = now;
 	l->heard_away_ns = w->away_ns;
 	l->ka_acked = 0; /* the ACKs since meant the NIC; now the process spoke */
 }
 
-uint64_t kvf_live_silence(const struct kvf_liveness *l, const struct kvf_watch *w, uint64_t now)
+uint64_t kvf_live_silence(const struct kvf_liveness *l, const struct kvf_presence *w, uint64_t now)
 {
 	return since(since(now, l->heard_ns), since(w->away_ns, l->heard_away_ns));
 }
 
-bool kvf_live_lost(const struct kvf_liveness *l, const struct kvf_watch *w, uint64_t limit_ns,
+bool kvf_live_lost(const struct kvf_liveness *l, const struct kvf_presence *w, uint64_t limit_ns,
 		   uint64_t now)
 {
 	return limit_ns && kvf_live_silence(l, w, now) > limit_ns;

@@ -17,7 +17,7 @@
  * - Watched time: the poller's own absence is not the peer's silence. A
  *   housekeeping round later than a present poller can be (the loop blocked
  *   on a full ring, starved of CPU, the process stopped and resumed) adds
- *   the excess to the watch's away total, and silence is measured without
+ *   the excess to the presence's away total, and silence is measured without
  *   it. The scheduler makes no liveness decision at all, so a scheduler
  *   that was away sees no gap either: it finds the rooms' deadlines, which
  *   apply as always.
@@ -31,8 +31,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The poller's own presence, one per transport. */
-struct kvf_watch {
+/* The poller's own presence, one per transport: watched time is its
+ * clock (not src/watch.h's struct kvf_watch, the rooms a user watches). */
+struct kvf_presence {
 	uint64_t last_ns;   /* the last housekeeping round */
 	uint64_t away_ns;   /* absence so far: round gaps past expect_ns, added up */
 	uint64_t expect_ns; /* the longest gap between rounds of a poller that runs */
@@ -41,7 +42,7 @@ struct kvf_watch {
 /* One connection's. */
 struct kvf_liveness {
 	uint64_t heard_ns;      /* the peer was last heard */
-	uint64_t heard_away_ns; /* the watch's away_ns then */
+	uint64_t heard_away_ns; /* the presence's away_ns then */
 	uint64_t ka_due_ns;     /* our next keepalive is due */
 	uint32_t ka_acked;      /* keepalives the peer's NIC acknowledged since it
 	                           was last heard */
@@ -57,20 +58,20 @@ enum kvf_ka_action {
 	                    the caller counts it; once per interval */
 };
 
-void kvf_watch_init(struct kvf_watch *w, uint64_t expect_ns, uint64_t now);
+void kvf_presence_init(struct kvf_presence *w, uint64_t expect_ns, uint64_t now);
 /* A housekeeping round at now. */
-void kvf_watch_round(struct kvf_watch *w, uint64_t now);
+void kvf_presence_round(struct kvf_presence *w, uint64_t now);
 
 /* The connection is established at now: heard then, the first keepalive
  * one interval later (our HELLO, the scheduler's, normally goes first). */
-void kvf_live_start(struct kvf_liveness *l, const struct kvf_watch *w, uint64_t interval_ns,
+void kvf_live_start(struct kvf_liveness *l, const struct kvf_presence *w, uint64_t interval_ns,
 		    uint64_t now);
 /* A receive completed: the peer is heard. */
-void kvf_live_heard(struct kvf_liveness *l, const struct kvf_watch *w, uint64_t now);
+void kvf_live_heard(struct kvf_liveness *l, const struct kvf_presence *w, uint64_t now);
 /* Watched time since the peer was last heard. */
-uint64_t kvf_live_silence(const struct kvf_liveness *l, const struct kvf_watch *w, uint64_t now);
+uint64_t kvf_live_silence(const struct kvf_liveness *l, const struct kvf_presence *w, uint64_t now);
 /* Whether silence passed limit_ns (misses x interval; 0: never lost). */
-bool kvf_live_lost(const struct kvf_liveness *l, const struct kvf_watch *w, uint64_t limit_ns,
+bool kvf_live_lost(const struct kvf_liveness *l, const struct kvf_presence *w, uint64_t limit_ns,
 		   uint64_t now);
 /* What the poller does about our keepalive now (interval_ns 0: never one). */
 enum kvf_ka_action kvf_live_keepalive(struct kvf_liveness *l, uint64_t interval_ns, uint64_t now);

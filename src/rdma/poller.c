@@ -563,7 +563,7 @@ static void reclaim_frames(struct kvf_rdma *t, struct kvf_conn *c)
  * absence, not the peers' silence (liveness.h). */
 static void housekeeping(struct kvf_rdma *t, uint64_t now)
 {
-	kvf_watch_round(&t->watch, now);
+	kvf_presence_round(&t->watch, now);
 	if (atomic_exchange(&t->rx.dead, false))
 		fail_all(t, "the shared receive queue failed (IBV_EVENT_SRQ_ERR)");
 	if (atomic_exchange(&t->rx.low, false))
@@ -663,7 +663,7 @@ void *kvf_poller_main(void *arg)
 				      KVF_PROTO_HELLO_BUF_LEN);
 	p.wcs = t->wcs;
 	idle_since = kvf_monotonic_ns();
-	kvf_watch_init(&t->watch, expect_ns(&t->cfg), idle_since);
+	kvf_presence_init(&t->watch, expect_ns(&t->cfg), idle_since);
 	/* Acquire pairs with the store-release of stop in kvf_rdma_close. */
 	while (!atomic_load_explicit(&t->stop, memory_order_acquire)) {
 		int busy = poll_all(&p) + release_held(&p);

@@ -324,6 +324,13 @@ void kvf_proto_reasm_clear(struct kvf_room_reasm *ra);
 
 /* The room id in an encoded frame's header (0 for HELLO and HEARTBEAT). */
 uint64_t kvf_proto_frame_room(const void *frame);
+/* The type byte of an encoded frame's header (enum kvf_frame_type); a
+ * frame is at least KVF_PROTO_HDR_LEN bytes once encoded. */
+#define KVF_PROTO_TYPE_OFF 6u
+static inline uint8_t kvf_proto_frame_type(const void *frame)
+{
+	return ((const uint8_t *)frame)[KVF_PROTO_TYPE_OFF];
+}
 
 /* Read region i of a validated HELLO, and its buffer b. */
 void kvf_proto_hello_region(const struct kvf_frame *f, uint32_t i, struct kvf_hello_region *out);

@@ -154,7 +154,7 @@ struct kvf_rdma {
 
 	/* Poller-thread only: connections it polls (have a CQ), and its own
 	 * presence (liveness.h: its absences are not the peers' silence). */
-	struct kvf_watch watch;
+	struct kvf_presence watch;
 	struct kvf_conn **plist;
 	uint32_t np;
 	struct kvf_idtab qps;         /* of kvf_conn.q_node, by qp_num: whose

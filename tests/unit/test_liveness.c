@@ -9,19 +9,19 @@
 #define MS 1000000ull
 #define T0 (1000 * MS) /* clocks that do not start at 0 */
 
-static struct kvf_watch w;
+static struct kvf_presence w;
 static struct kvf_liveness l;
 
 /* A poller that runs: a round every ms from T0 to `to`. */
 static void rounds(uint64_t from, uint64_t to)
 {
 	for (uint64_t t = from; t <= to; t += MS)
-		kvf_watch_round(&w, t);
+		kvf_presence_round(&w, t);
 }
 
 static void start(uint64_t interval_ms)
 {
-	kvf_watch_init(&w, 150 * MS, T0);
+	kvf_presence_init(&w, 150 * MS, T0);
 	kvf_live_start(&l, &w, interval_ms * MS, T0);
 }
 
@@ -31,7 +31,7 @@ Test(liveness, lost_only_past_misses_times_interval_of_silence)
 	rounds(T0, T0 + 5000 * MS);
 	cr_assert_eq(kvf_live_silence(&l, &w, T0 + 5000 * MS), 5000 * MS);
 	cr_assert_not(kvf_live_lost(&l, &w, 5000 * MS, T0 + 5000 * MS), "at the limit: not yet");
-	kvf_watch_round(&w, T0 + 5000 * MS + 1);
+	kvf_presence_round(&w, T0 + 5000 * MS + 1);
 	cr_assert(kvf_live_lost(&l, &w, 5000 * MS, T0 + 5000 * MS + 1), "past it: lost");
 	cr_assert_not(kvf_live_lost(&l, &w, 0, T0 + 5000 * MS + 1), "limit 0: never lost");
 }
@@ -54,7 +54,7 @@ Test(liveness, the_pollers_own_absence_is_not_the_peers_silence)
 	 * polled before the next round: silence is what was watched. */
 	start(1000);
 	rounds(T0, T0 + 100 * MS);
-	kvf_watch_round(&w, T0 + 30100 * MS);
+	kvf_presence_round(&w, T0 + 30100 * MS);
 	cr_assert_eq(w.away_ns, 30000 * MS - 150 * MS);
 	cr_assert_eq(kvf_live_silence(&l, &w, T0 + 30100 * MS), 250 * MS);
 	cr_assert_not(kvf_live_lost(&l, &w, 5000 * MS, T0 + 30100 * MS), "no false loss");
@@ -71,7 +71,7 @@ Test(liveness, sleeps_up_to_the_expected_gap_are_watched_time)
 	 * (heartbeat.interval_ms / 4, capped) are time it watched. */
 	start(1000);
 	for (uint64_t t = T0; t <= T0 + 6000 * MS; t += 100 * MS)
-		kvf_watch_round(&w, t);
+		kvf_presence_round(&w, t);
 	cr_assert_eq(w.away_ns, 0);
 	cr_assert(kvf_live_lost(&l, &w, 5000 * MS, T0 + 6000 * MS));
 }
@@ -81,7 +81,7 @@ Test(liveness, a_stamp_later_than_now_is_no_time)
 	start(1000);
 	kvf_live_heard(&l, &w, T0 + 10 * MS);
 	cr_assert_eq(kvf_live_silence(&l, &w, T0 + 5 * MS), 0, "no wrap to 584 years");
-	kvf_watch_round(&w, T0 - 5 * MS); /* a round with an older clock read */
+	kvf_presence_round(&w, T0 - 5 * MS); /* a round with an older clock read */
 	cr_assert_eq(w.away_ns, 0);
 	cr_assert_eq(w.last_ns, T0);
 }
