@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import kvferry
+from kvferry import ranks
 from kvferry import sglang as ks
 
 PAGES, PAGE_BYTES, NBUF = 32, 256, 4
@@ -288,9 +289,9 @@ def test_refused_requests_are_bounded():
 
 
 def test_user_data_carries_prefix_and_fan_out():
-    assert ks.parse_user_data(ks.USER_DATA.pack(48, 2, 0)) == (48, 2)
+    assert ks.parse_user_data(ks.pack_user_data(48, 2)) == (48, 2)
     assert ks.parse_user_data(b"") == (0, 1)  # a dummy's
-    assert ks.parse_user_data((7).to_bytes(8, "little")) == (7, 1)  # an older decode's
+    assert ks.pack_user_data(48, 2)[:12] == ranks.pack_fan_user_data(2)  # the one tag
 
 
 def test_receiver_of_an_unknown_prefill_fails_with_reason(bootstrap):

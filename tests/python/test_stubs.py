@@ -2,8 +2,9 @@
 """python/kvferry/_kvferry.pyi, the extension's type stubs, holds (issue 25):
 mypy's stubtest finds every name, method and argument of the built module in
 the stubs and nothing else, and mypy checks the binding's tests against them
-(a call with a wrong name, argument or type fails). Needs python3-mypy; a
-failure under CI=true when it is missing, a skip otherwise."""
+(a call with a wrong name, argument or type fails), and mypy checks the
+whole package, kvferry.sglang and kvferry.vllm included. Needs python3-mypy;
+a failure under CI=true when it is missing, a skip otherwise."""
 import ast
 import os
 import re
@@ -13,8 +14,8 @@ import sys
 import pytest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-# the tests of the binding itself (the backends' tests import packages mypy
-# would then check whole: kvferry.sglang, kvferry.vllm)
+# the tests of the binding itself (the backends' tests drive SGLang and vLLM
+# through fakes mypy cannot follow; the backends are checked as the package)
 BINDING_TESTS = ["test_binding.py", "test_fan.py", "test_leaks.py", "test_misuse.py",
                  "test_regions.py", "test_wait.py"]
 
@@ -43,6 +44,15 @@ def test_stubs_match_the_built_module(tmp_path):
     env = _env(tmp_path)
     env["PYTHONPATH"] = os.path.dirname(os.path.dirname(ext.__file__))
     r = _mypy("mypy.stubtest", "kvferry._kvferry", env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_the_whole_package_type_checks(tmp_path):
+    """python/kvferry, every module: the binding's users (kvferry.sglang,
+    kvferry.vllm, kvferry.ranks) against the stubs, SGLang's and vLLM's
+    types where they are installed."""
+    r = _mypy("mypy", "--check-untyped-defs", "--ignore-missing-imports",
+              "--follow-imports=silent", "-p", "kvferry", env=_env(tmp_path))
     assert r.returncode == 0, r.stdout + r.stderr
 
 

@@ -133,8 +133,10 @@ def test_cache_layout_hnd_flashinfer_mla_and_refusals():
 
 def test_replicated_heads_head0():
     # 2 KV heads on TP 4: each rank holds one head, two ranks per head
-    assert [mapping.head_range(r, 4, 1, 2) for r in range(4)] == [0, 0, 1, 1]
-    assert [mapping.head_range(r, 2, 2, 4) for r in range(2)] == [0, 2]
+    g = [kv.cache_layout({"model.layers.0.attn": torch.zeros(2, 4, BS, 1, 8)}, block_size=BS,
+                         tp_rank=r, tp_size=4, total_kv_heads=2, use_mla=False)
+         for r in range(4)]
+    assert [c.buffers[0].geometry[2] for c in g] == [0, 0, 1, 1]
 
 
 def test_tail_blocks():

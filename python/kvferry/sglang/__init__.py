@@ -25,9 +25,9 @@ at once, and the last one carries the aux row and the state slots.
 """
 from ._compat import HAVE_SGLANG, KVArgs, KVPoll, KVTransferError, TransferMetric
 from .bootstrap import KVFerryBootstrapServer, bootstrap_server_class
-from .layout import Layout, RankMap, head_range, kv_geometry, layout_of, rank_map
-from .manager import (USER_DATA, KVFerryKVManager, engine_overrides, parse_user_data, peer_list,
-                      rank_devices)
+from .layout import Layout, RankMap, kv_geometry, layout_of, rank_map
+from .manager import (KVFerryKVManager, engine_overrides, pack_user_data, parse_user_data,
+                      peer_list, rank_devices)
 from .receiver import KVFerryKVReceiver
 from .sender import KVFerryKVSender
 
@@ -46,9 +46,9 @@ KVReceiver = KVFerryKVReceiver
 
 __all__ = [
     "HAVE_SGLANG", "KVArgs", "KVPoll", "KVTransferError", "TransferMetric",
-    "KVFerryBootstrapServer", "KVBootstrapServer", "Layout", "RankMap", "head_range",
-    "kv_geometry", "layout_of", "rank_map", "USER_DATA", "KVFerryKVManager",
-    "engine_overrides", "parse_user_data", "peer_list", "rank_devices", "KVFerryKVReceiver",
+    "KVFerryBootstrapServer", "KVBootstrapServer", "Layout", "RankMap",
+    "kv_geometry", "layout_of", "rank_map", "KVFerryKVManager",
+    "engine_overrides", "pack_user_data", "parse_user_data", "peer_list", "rank_devices", "KVFerryKVReceiver",
     "KVFerryKVSender",
     "KVManager", "KVSender", "KVReceiver",
 ]

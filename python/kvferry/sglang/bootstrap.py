@@ -330,7 +330,7 @@ class KVFerryBootstrapServer(BaseKVBootstrapServer):
         """GET /route: (code, body), as SGLang's server answers."""
         names = ("prefill_dp_rank", "prefill_cp_rank", "target_tp_rank", "target_pp_rank")
         try:
-            key = tuple(int(q[n][0]) for n in names)
+            dp, cp, tp, pp = (int(q[n][0]) for n in names)
         except (KeyError, ValueError, IndexError):
             return 400, "Missing inputs for bootstrap server."
         with self._lock:
@@ -338,6 +338,7 @@ class KVFerryBootstrapServer(BaseKVBootstrapServer):
             if not t.ready():
                 return 503, (f"Prefill server not fully registered yet ({len(t.ranks)} "
                              "workers registered).")
+            key = (dp, cp, tp, pp)
             if key == (-1, -1, -1, -1):
                 return 200, {f: t.layout[f] for f in INFO_FIELDS}
             info = t.ranks.get(key)

@@ -9,7 +9,9 @@ Pure functions of their arguments: no SGLang import, no network."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, List, Optional, Tuple
+from typing import Any, Dict, List, Optional
+
+from ..ranks import Geometry, kv_heads_held, pair_ranks
 
 
 def _int(obj: Any, name: str, default: int) -> int:
@@ -80,39 +82,21 @@ class RankMap:
 
 def rank_map(me: Layout, prefill_attn_tp: int, prefill_pp: int, is_mla: bool) -> RankMap:
     """The decode's mapping onto a prefill of prefill_attn_tp x prefill_pp
-    ranks (the same facts as SGLang's _resolve_rank_mapping, CP = 1)."""
-    d_tp, r = me.attn_tp_size, me.engine_rank % me.attn_tp_size
-    if prefill_attn_tp < 1 or (d_tp % prefill_attn_tp and prefill_attn_tp % d_tp):
-        raise ValueError(f"attention TP sizes {prefill_attn_tp} (prefill) and {d_tp} (decode): "
-                         "one must divide the other")
-    if d_tp >= prefill_attn_tp:
-        ratio = d_tp // prefill_attn_tp
-        ranks, dst, resp = [r // ratio], ratio, 1
-    else:
-        ratio = prefill_attn_tp // d_tp
-        ranks, dst = list(range(r * ratio, (r + 1) * ratio)), 1
-        resp = 1 if is_mla else ratio
+    ranks (the same facts as SGLang's _resolve_rank_mapping, CP = 1): the
+    TP pairing of kvferry.ranks, then SGLang's count of the prefill ranks
+    that answer (with MLA one of a fan-in's; every stage of a deeper PP)."""
+    d_tp = me.attn_tp_size
+    pair = pair_ranks(d_tp, me.engine_rank % d_tp, prefill_attn_tp)
+    resp = 1 if is_mla else len(pair.prefill_ranks)
     if me.pp_size not in (prefill_pp, 1):
         raise ValueError(f"decode pp_size {me.pp_size}: must be the prefill's ({prefill_pp}) or 1")
     pp = [me.pp_rank] if prefill_pp == me.pp_size else list(range(prefill_pp))
     if prefill_pp != me.pp_size:
         resp *= prefill_pp
-    return RankMap(ranks[0], ranks, pp, dst, resp)
+    return RankMap(pair.prefill_ranks[0], pair.prefill_ranks, pp, pair.fan_out, resp)
 
 
-def head_range(me: Layout, heads: int, total_heads: int) -> Tuple[int, int]:
-    """(first head, heads) this rank holds of a model's total_heads KV heads:
-    an equal share, or one replicated head when TP exceeds the head count."""
-    if heads < 1 or total_heads < 1:
-        raise ValueError(f"kv_head_num {heads}, total_kv_head_num {total_heads}: both must be >= 1")
-    head0 = me.attn_tp_rank * total_heads // me.attn_tp_size
-    if head0 + heads > total_heads:
-        raise ValueError(f"rank {me.attn_tp_rank} of {me.attn_tp_size} holds heads "
-                         f"{head0}..{head0 + heads - 1} of {total_heads}")
-    return head0, heads
-
-
-def kv_geometry(me: Layout, kv_args: Any, is_mla: bool) -> Optional[List[Tuple[int, ...]]]:
+def kv_geometry(me: Layout, kv_args: Any, is_mla: bool) -> Optional[List[Geometry]]:
     """One (page_tokens, heads, head0, head_bytes, layer, kind) per KV buffer,
     or None when the buffers cannot be described (no head counts, or an odd
     number of non-MLA buffers without layer ids): then they pair by position
@@ -136,9 +120,10 @@ def kv_geometry(me: Layout, kv_args: Any, is_mla: bool) -> Optional[List[Tuple[i
     elif not _int(kv_args, "kv_head_num", 0) and not _int(kv_args, "total_kv_head_num", 0):
         return None  # SGLang gave no head counts: whole pages, by position
     else:
-        head0, heads = head_range(me, _int(kv_args, "kv_head_num", 0),
-                                  _int(kv_args, "total_kv_head_num", 0))
-    seen: dict = {}
+        head0, heads = kv_heads_held(me.attn_tp_rank, me.attn_tp_size,
+                                     _int(kv_args, "kv_head_num", 0),
+                                     _int(kv_args, "total_kv_head_num", 0))
+    seen: Dict[int, int] = {}
     out = []
     for n, layer in zip(lens, layer_ids):
         if n % (page * heads):

@@ -9,10 +9,11 @@ import os
 import struct
 import time
 import weakref
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import kvferry
 
+from ..ranks import Geometry, pack_fan_user_data, parse_fan_user_data
 from . import bootstrap as bs
 from ._compat import BaseKVManager, PrefillInfo
 from .layout import Layout, RankMap, kv_geometry, layout_of, rank_map
@@ -27,19 +28,20 @@ SGLANG_ENV_KEYS = {
     "SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE": ("heartbeat.misses", 1),
 }
 
-# A receiver's user data, little-endian: decode_prefix_len (u64), then how
-# many decode ranks the prefill rank serves for this room (u32:
-# required_dst_info_num, the prefill's fan-out), then 0 (u32, reserved).
-USER_DATA = struct.Struct("<QII")
+# A receiver's user data: the fan-out tag (kvferry.ranks: how many decode
+# ranks the prefill rank serves for this room, SGLang's
+# required_dst_info_num), then decode_prefix_len (u64, little-endian).
+PREFIX_LEN = struct.Struct("<Q")
 
 
-def engine_overrides(mode: str, kv_args: Any, env: Optional[Dict[str, str]] = None) -> List[str]:
+def engine_overrides(mode: str, kv_args: Any,
+                     env: Optional[Mapping[str, str]] = None) -> List[str]:
     """The overrides a rank opens its engine with, in order (a later one wins):
     SGLang's timeouts from its environment, the rank's device and, on prefill,
     an ephemeral port; then KVFERRY_OVERRIDES ("key=value;key=value"), which
     wins over all of them."""
     env = os.environ if env is None else env
-    out = []
+    out: List[str] = []
     for var, (key, scale) in SGLANG_ENV_KEYS.items():
         if env.get(var):
             out.append(f"{key}={int(float(env[var]) * scale)}")
@@ -184,7 +186,7 @@ class KVFerryKVManager(BaseKVManager):
                                                    items))
 
     def _region(self, name: str, ptrs: List[int], lens: List[int], items: List[int],
-                geometry: Optional[List[Tuple[int, ...]]] = None) -> int:
+                geometry: Optional[List[Geometry]] = None) -> int:
         n = _nitems(lens, items, f"{name} buffers")
         return self.engine.register_region(name, [int(p) for p in ptrs],
                                            [int(i) for i in items], n, geometry=geometry)
@@ -378,7 +380,8 @@ class KVFerryKVManager(BaseKVManager):
             return False
         if d is None:
             return False  # 503: not every prefill rank registered yet
-        info = PrefillInfo(**{f: d.get(f) for f in bs.INFO_FIELDS})
+        fields: Dict[str, Any] = {f: d.get(f) for f in bs.INFO_FIELDS}
+        info = PrefillInfo(**fields)
         self._check_pairing(info)
         m: RankMap = rank_map(self.layout, int(info.attn_tp_size), int(info.pp_size),
                               self.is_mla_backend)
@@ -438,13 +441,15 @@ class KVFerryKVManager(BaseKVManager):
         self.engine.close()
 
 
-def parse_user_data(data: bytes) -> Tuple[int, int]:
-    """(decode_prefix_len, fan-out) from a receiver's user data; an empty or
-    short one (a dummy's, an older peer's) is (its prefix or 0, 1)."""
-    if len(data) >= USER_DATA.size:
-        prefix, fan, _ = USER_DATA.unpack(data[:USER_DATA.size])
-        return prefix, max(1, fan)
-    if len(data) >= 8:
-        return struct.unpack("<Q", data[:8])[0], 1
-    return 0, 1
+def pack_user_data(decode_prefix_len: int, fan_out: int) -> bytes:
+    """A decode rank's user data for the ROOM_INFO to a prefill rank that
+    serves fan_out decode ranks for the room."""
+    return pack_fan_user_data(fan_out, PREFIX_LEN.pack(int(decode_prefix_len)))
 
+
+def parse_user_data(data: bytes) -> Tuple[int, int]:
+    """(decode_prefix_len, fan-out) from a receiver's user data; (0, 1) for
+    one without them (a dummy's)."""
+    fan, rest = parse_fan_user_data(data)
+    prefix = PREFIX_LEN.unpack(rest[:PREFIX_LEN.size])[0] if len(rest) >= PREFIX_LEN.size else 0
+    return prefix, fan

@@ -20,7 +20,7 @@ import kvferry
 
 from . import bootstrap as bs
 from ._compat import BaseKVReceiver, KVPoll, KVTransferError
-from .manager import USER_DATA, KVFerryKVManager, state_groups
+from .manager import KVFerryKVManager, pack_user_data, state_groups
 from .sender import failure_text, sglang_failed_text
 
 log = logging.getLogger("kvferry.sglang")
@@ -122,7 +122,7 @@ class KVFerryKVReceiver(BaseKVReceiver):
         self.kv_indices = np.asarray(kv_indices)
         self.aux_index, self.state_indices = aux_index, state_indices
         info = self.prefill_info
-        user = USER_DATA.pack(int(decode_prefix_len or 0), int(info.required_dst_info_num), 0)
+        user = pack_user_data(int(decode_prefix_len or 0), int(info.required_dst_info_num))
         try:
             pages, extra = self._lists(self.kv_indices, aux_index, state_indices)
             if len(self.parts) == 1:
@@ -173,7 +173,8 @@ class KVFerryKVReceiver(BaseKVReceiver):
                 if st != KVPoll.Success:
                     self.room.abort()
                 self.fail_local(sglang_failed_text(st))
-        reason = self._failure if self._failure is not None else failure_text(self.room)
+        reason = self._failure if self._failure is not None else \
+            failure_text(self.room) if self.room is not None else "failed before its room existed"
         raise KVTransferError(self.bootstrap_room, reason)
 
     def abort(self) -> None:

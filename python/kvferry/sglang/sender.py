@@ -123,42 +123,46 @@ class KVFerryKVSender(BaseKVSender):
         if self._sent > self.num_kv_indices:
             self._abort_raise(f"{self._sent} pages sent, init() said {self.num_kv_indices}")
         try:
-            self._post(idx, pos, n, state_indices)
+            self._post(self.room, self.num_kv_indices, idx, pos, state_indices)
         except kvferry.KVFerryError as e:
             # the room is FAILED and says why; poll() reports it
             log.warning("room %#x: send failed: %s", self.bootstrap_room, e)
 
-    def _post(self, idx: np.ndarray, pos: int, n: int, state_indices: Optional[List]) -> None:
+    def _post(self, room: kvferry.Room, total: int, idx: np.ndarray, pos: int,
+              state_indices: Optional[List]) -> None:
+        """Pages pos.. of the request's total (idx), and with the last of
+        them the aux row and state slots."""
         mgr = self.kv_mgr
         if self._skip is None:  # the decode's list is known from WaitingForInput on
-            want = self.room.peer_count(mgr.kv_region)
+            want = room.peer_count(mgr.kv_region)
             # a dummy decode rank (want 0) needs no page; a decode with a
             # prefix cache asks for fewer pages than the request has
-            if want > self.num_kv_indices:
-                self._abort_raise(f"the decode asks for {want} pages, the request has "
-                                  f"{self.num_kv_indices}")
-            self._skip = self.num_kv_indices - want
-        parts = []
+            if want > total:
+                self._abort_raise(f"the decode asks for {want} pages, the request has {total}")
+            self._skip = total - want
+        parts: List[Tuple[int, int, Any]] = []
         first = max(pos, self._skip)
-        if first < pos + n:
+        if first < pos + idx.size:
             parts.append((mgr.kv_region, first - self._skip, idx[first - pos:]))
-        last = self._sent == self.num_kv_indices
+        last = self._sent == total
         if last:
-            parts += self._last_parts(state_indices)
+            parts += self._last_parts(room, state_indices)
         if parts or last:
-            self.room.send_chunk(parts, last=last)
+            room.send_chunk(parts, last=last)
 
-    def _last_parts(self, state_indices: Optional[List]) -> List[Tuple[int, int, Any]]:
+    def _last_parts(self, room: kvferry.Room,
+                    state_indices: Optional[List]) -> List[Tuple[int, int, Any]]:
         """The aux row and the state slots, where the decode asked for them."""
-        mgr, parts = self.kv_mgr, []
+        mgr = self.kv_mgr
+        parts: List[Tuple[int, int, Any]] = []
         if mgr.aux_region is not None and self.aux_index is not None and \
-                self.room.peer_count(mgr.aux_region):
+                room.peer_count(mgr.aux_region):
             parts.append((mgr.aux_region, 0, [int(self.aux_index)]))
         groups = state_groups(state_indices)
         if len(groups) > len(mgr.state_regions):
             self._abort_raise(f"{len(groups)} state groups, {len(mgr.state_regions)} registered")
         for region, g in zip(mgr.state_regions, groups):
-            if g is not None and len(g) and self.room.peer_count(region):
+            if g is not None and len(g) and room.peer_count(region):
                 parts.append((region, 0, np.asarray(g)))
         return parts
 
@@ -177,7 +181,7 @@ class KVFerryKVSender(BaseKVSender):
 
     def poll(self) -> int:
         self.kv_mgr.maybe_progress()
-        if not self._ensure_room():
+        if not self._ensure_room() or self.room is None:
             return KVPoll.Failed if self._failure is not None else KVPoll.Bootstrapping
         if self._failure is not None:
             return KVPoll.Failed  # failed and handed to the manager
@@ -185,10 +189,10 @@ class KVFerryKVSender(BaseKVSender):
         if st in (KVPoll.Success, KVPoll.Failed):
             self.conclude_state = st
         if st == KVPoll.Failed:
-            self._give_up(failure_text(self.room))
+            self._give_up(self.room, failure_text(self.room))
         return st
 
-    def _give_up(self, why: str) -> None:
+    def _give_up(self, room: kvferry.Room, why: str) -> None:
         """A failed request's room goes to the manager at once, its reason
         kept: SGLang's prefill failure paths (prefill.py:
         handle_inflight_transfer_failure, handle_bootstrap_failure) never
@@ -199,7 +203,7 @@ class KVFerryKVSender(BaseKVSender):
         if not self._cleared:
             self._cleared = True
             self._metric = self.get_transfer_metric()
-            self.kv_mgr.park(self.room, None)
+            self.kv_mgr.park(room, None)
 
     def failure_exception(self) -> None:
         """Why the request failed. SGLang may have failed it on its own
@@ -211,9 +215,9 @@ class KVFerryKVSender(BaseKVSender):
             if st != KVPoll.Failed:
                 if st != KVPoll.Success:
                     self.room.abort()
-                self._give_up(sglang_failed_text(st))
+                self._give_up(self.room, sglang_failed_text(st))
             else:
-                self._give_up(failure_text(self.room))
+                self._give_up(self.room, failure_text(self.room))
         why = self._failure or "failed by SGLang before any decode rank asked for the room"
         raise KVTransferError(self.bootstrap_room, why)
 

@@ -132,7 +132,7 @@ class KVFerryConnector(KVConnectorBase_V1):
         """Decode: this step's receives start (ROOM_INFO to the prefill
         ranks); prefill: this step's sends are recorded. Nothing blocks."""
         if self.has_connector_metadata():
-            self._work().take(self._get_connector_metadata())
+            self._work().take(self._metadata())
 
     def wait_for_layer_load(self, layer_name: str) -> None:
         """Nothing per layer: a request runs only once its whole KV landed."""
@@ -149,8 +149,14 @@ class KVFerryConnector(KVConnectorBase_V1):
                      ) -> Tuple[Optional[Set[str]], Optional[Set[str]]]:
         w = self._work()
         if self.has_connector_metadata():
-            w.take(self._get_connector_metadata())
+            w.take(self._metadata())
         return w.finished(finished_req_ids)
+
+    def _metadata(self) -> KVFerryConnectorMetadata:
+        """This step's metadata: vLLM hands back what build_connector_meta made."""
+        meta = self._get_connector_metadata()
+        assert isinstance(meta, KVFerryConnectorMetadata), type(meta)
+        return meta
 
     def get_block_ids_with_load_errors(self) -> Set[int]:
         return self._work().load_errors() if self.worker_side is not None else set()

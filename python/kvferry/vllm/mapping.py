@@ -10,8 +10,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import re
-import struct
 from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from ..ranks import Geometry, kv_heads_held, pack_fan_user_data, pair_ranks, parse_fan_user_data
 
 ROOM_MASK = (1 << 63) - 1
 PARAMS_KEY = "kvferry"   # kv_transfer_params[PARAMS_KEY]: kvferry's part of the side channel
@@ -29,24 +30,16 @@ def room_id_of(engine_id: str, request_id: str) -> int:
     return int.from_bytes(h, "little") & ROOM_MASK or 1
 
 
-# A decode rank's ROOM_INFO user data, little-endian: magic, version, and how
-# many decode ranks the prefill rank this ROOM_INFO goes to serves for the
-# request (its fan-out, which only the decode knows: its TP size).
-USER_DATA = struct.Struct("<4sHHI")
-USER_MAGIC = b"KVFV"
-
-
 def pack_user_data(fan_out: int) -> bytes:
-    return USER_DATA.pack(USER_MAGIC, PARAMS_VERSION, 0, int(fan_out))
+    """A decode rank's ROOM_INFO user data: the fan-out tag alone (how many
+    decode ranks the prefill rank it goes to serves for the request, which
+    only the decode knows: its TP size)."""
+    return pack_fan_user_data(fan_out)
 
 
 def parse_user_data(data: bytes) -> int:
-    """The fan-out a decode rank asks for; 1 for user data not ours."""
-    if len(data) >= USER_DATA.size:
-        magic, _ver, _flags, fan = USER_DATA.unpack(data[:USER_DATA.size])
-        if magic == USER_MAGIC and fan >= 1:
-            return fan
-    return 1
+    """The fan-out a decode rank asks for; 1 for user data without the tag."""
+    return parse_fan_user_data(data)[0]
 
 
 # ---------------------------------------------------------------- side channel
@@ -124,28 +117,18 @@ class RankMap:
 def rank_map(decode_tp: int, decode_rank: int, prefill_tp: int, prefill_pp: int,
              use_mla: bool) -> RankMap:
     """The prefill ranks decode rank decode_rank of decode_tp reads, as
-    vLLM's NIXL connector pairs them: decode TP >= prefill TP, rank d reads
-    prefill rank d // (decode_tp / prefill_tp), which serves that many decode
-    ranks (a fan-out room; each gets its own heads through the geometry);
-    decode TP < prefill TP, rank d reads prefill ranks d * r .. d * r + r - 1
-    (a fan-in room; each writes its heads), with MLA only the first of them
-    sends (the others are dummies: every rank holds the whole latent KV).
-    Every pipeline stage of the prefill is read (the geometry pairs layers)."""
-    if decode_tp < 1 or prefill_tp < 1 or prefill_pp < 1 or not 0 <= decode_rank < decode_tp:
-        raise ValueError(f"decode rank {decode_rank} of TP {decode_tp}, prefill TP "
-                         f"{prefill_tp} PP {prefill_pp}: out of range")
-    if decode_tp % prefill_tp and prefill_tp % decode_tp:
-        raise ValueError(f"tensor parallel sizes {prefill_tp} (prefill) and {decode_tp} "
-                         "(decode): one must divide the other")
-    if decode_tp >= prefill_tp:
-        ratio = decode_tp // prefill_tp
-        tps, fan = [decode_rank // ratio], ratio
-    else:
-        ratio = prefill_tp // decode_tp
-        tps, fan = list(range(decode_rank * ratio, (decode_rank + 1) * ratio)), 1
+    vLLM's NIXL connector pairs them (kvferry.ranks.pair_ranks): a fan-out
+    room when decode TP >= prefill TP (each decode rank gets its own heads
+    through the geometry), a fan-in room otherwise (each prefill rank writes
+    its heads; with MLA only the first of them sends, the others are
+    dummies: every rank holds the whole latent KV). Every pipeline stage of
+    the prefill is read (the geometry pairs layers)."""
+    if prefill_pp < 1:
+        raise ValueError(f"prefill PP {prefill_pp}: out of range")
+    pair = pair_ranks(decode_tp, decode_rank, prefill_tp)
     targets = [Target(pp, tp, use_mla and k > 0)
-               for pp in range(prefill_pp) for k, tp in enumerate(tps)]
-    return RankMap(targets, fan)
+               for pp in range(prefill_pp) for k, tp in enumerate(pair.prefill_ranks)]
+    return RankMap(targets, pair.fan_out)
 
 
 # ---------------------------------------------------------------- KV caches
@@ -166,7 +149,7 @@ def layer_index(name: str) -> Optional[int]:
 class Buffer:
     addr: int
     item_size: int
-    geometry: Optional[Tuple[int, int, int, int, int, int]]  # kvferry.h kvf_buf_geometry
+    geometry: Optional[Geometry]
 
 
 @dataclasses.dataclass
@@ -182,18 +165,10 @@ class CacheLayout:
     why_not: str = ""  # when not sliceable: why (the layout)
 
     @property
-    def geometry(self) -> Optional[List[Tuple[int, ...]]]:
-        return [b.geometry for b in self.buffers] if self.sliceable else None
-
-
-def head_range(tp_rank: int, tp_size: int, local_heads: int, total_heads: int) -> int:
-    """The first KV head rank tp_rank holds (vLLM shards KV heads evenly and
-    replicates a head on several ranks when TP exceeds the head count)."""
-    if total_heads <= 0:
-        return 0
-    if tp_size >= total_heads:
-        return tp_rank * total_heads // tp_size
-    return tp_rank * local_heads
+    def geometry(self) -> Optional[List[Geometry]]:
+        if not self.sliceable:
+            return None
+        return [b.geometry for b in self.buffers if b.geometry is not None]
 
 
 def _tensor_facts(t: Any) -> Tuple[Tuple[int, ...], Tuple[int, ...], int, int]:
@@ -294,7 +269,8 @@ def _kv_first_buffers(name, layer, facts, block_size, ranks):
         why = (f"layer {name}: blocks are not token-major (strides "
                f"{strides}: an HND layout); heads cannot be sliced")
     tp_rank, tp_size, total_kv_heads = ranks
-    head0 = head_range(tp_rank, tp_size, heads, total_kv_heads)
+    # no head count known: the heads are taken as the first (whole-model TP 1)
+    head0 = kv_heads_held(tp_rank, tp_size, heads, total_kv_heads)[0] if total_kv_heads > 0 else 0
     item = per_block * esz
     return [Buffer(addr + kind * nb * item, item, (bs, heads, head0, hd * esz, layer, kind))
             for kind in (0, 1)], nb, why

@@ -89,10 +89,11 @@ class KVFerryPromMetrics(KVConnectorPromMetrics):
                  per_engine_labelvalues: Any):
         super().__init__(vllm_config, metric_types, labelnames, per_engine_labelvalues)
         names = list(labelnames)
-        self.rooms = self._counter_cls(
+        # vLLM types _counter_cls as any metric class; it makes Counters
+        self.rooms: Any = self._counter_cls(
             name="vllm:kvferry_rooms_total", labelnames=names + ["outcome"],
             documentation="kvferry rooms ended, by kind and outcome")
-        self.bytes = self._counter_cls(
+        self.bytes: Any = self._counter_cls(
             name="vllm:kvferry_bytes_total", labelnames=names + ["direction"],
             documentation="kvferry bytes posted (send) or landed (recv)")
 

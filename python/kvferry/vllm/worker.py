@@ -219,15 +219,26 @@ class WorkerSide:
             return
         now = time.monotonic()
         wait = self.engine.deadline_s("deadlines.bootstrap_s") or 30
-        for rid, spec in meta.send.items():
-            self._sends[rid] = self._pending[rid] = _Send(rid, spec, now + wait)
+        for rid, sspec in meta.send.items():
+            self._sends[rid] = self._pending[rid] = _Send(rid, sspec, now + wait)
+
+    @property
+    def eng(self) -> kvferry.Engine:
+        """The engine, which register_kv_caches opened: every room is one of it."""
+        assert self.engine is not None, "kvferry: a room before register_kv_caches"
+        return self.engine
+
+    @property
+    def kv_region(self) -> int:
+        assert self.region is not None, "kvferry: a room before register_kv_caches"
+        return self.region
 
     def _start_recv(self, rid: str, spec: RecvSpec) -> None:
         info = spec.info
         m = rank_map(self.tp_size, self.tp_rank, info.tp_size, info.pp_size, info.use_mla)
         peers = [info.peers[t.pp][t.tp] for t in m.targets]
         user = pack_user_data(m.fan_out)
-        eng = self.engine
+        eng = self.eng
         try:
             room = eng.receiver(spec.room, peers[0]) if len(peers) == 1 else \
                 eng.receiver(spec.room, peers=peers)
@@ -244,7 +255,7 @@ class WorkerSide:
                 if not blocks.size or t.dummy:
                     room.init_dummy(part=k, user_data=user)
                 else:
-                    room.init_regions({self.region: blocks}, user, part=k)
+                    room.init_regions({self.kv_region: blocks}, user, part=k)
             if spec.cancel:
                 room.abort()
                 r.aborted = True
@@ -283,7 +294,7 @@ class WorkerSide:
         is not would be a bug here, counted and logged, never a KeyError in
         vLLM's step."""
         out = []
-        for h, st in self.engine.changed():
+        for h, st in self.eng.changed():
             x = self._by_handle.get(h)
             if x is None:
                 self.outcomes["changed: room not ours"] += 1
@@ -305,7 +316,7 @@ class WorkerSide:
 
     def _advance_sends(self, changed: List[Any]) -> Set[str]:
         done: Set[str] = set()
-        eng = self.engine
+        eng = self.eng
         for rid, s in list(self._pending.items()):
             n, user = eng.sender_pending(s.spec.room)
             if n == 0:
@@ -340,7 +351,7 @@ class WorkerSide:
         """The room's state changes come out of Engine.changed() from now on:
         a step looks at the rooms that changed and those waiting to be
         released (_retry), not at every room."""
-        self.engine.watch(room)
+        self.eng.watch(room)
         self._by_handle[room.handle] = x
 
     def _forget(self, x: Any) -> None:
@@ -382,15 +393,16 @@ class WorkerSide:
         del self._sends[s.rid]
 
     def _send(self, s: _Send) -> None:
-        room = s.room
+        room, region = s.room, self.kv_region
+        assert room is not None
         s.sent = True
         try:
             n, _dummies = room.receivers()
-            wants = {room.peer_count(self.region, k) for k in range(n)} - {0}
+            wants = {room.peer_count(region, k) for k in range(n)} - {0}
             if len(wants) > 1:
                 raise ValueError(f"the decode ranks ask for different block counts {sorted(wants)}")
             src = tail_blocks(s.spec.block_ids, wants.pop() if wants else 0)
-            room.send_chunk([(self.region, 0, np.asarray(src, dtype=np.int32))] if src else [],
+            room.send_chunk([(region, 0, np.asarray(src, dtype=np.int32))] if src else [],
                             last=True)
         except ValueError as e:
             log.error("request %s: room %#x: %s; aborted", s.rid, s.spec.room, e)
