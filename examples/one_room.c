@@ -66,6 +66,38 @@ static kvf_engine *open_engine(const char *const *ov, size_t n)
 	return eng;
 }
 
+/* The prefill listens on addr, on a port the kernel picks (0), and reads
+ * the port back: what it would publish to its bootstrap server. */
+static kvf_engine *open_prefill(const char *dev, const char *addr, char host[64],
+				uint16_t *port)
+{
+	char o[2][160];
+	snprintf(o[0], sizeof(o[0]), "rdma.device=%s", dev);
+	snprintf(o[1], sizeof(o[1]), "rdma.listen_addr=%s", addr);
+	const char *ov[] = {o[0], o[1], "rdma.listen_port=0", "rdma.auth_token=" TOKEN,
+			    "log.level=warn"};
+	kvf_engine *eng = open_engine(ov, 5);
+	if (eng && kvf_engine_listen_addr(eng, host, 64, port)) {
+		fprintf(stderr, "one_room: the prefill does not listen\n");
+		kvf_engine_close(eng);
+		return NULL;
+	}
+	return eng;
+}
+
+/* The decode dials the prefill (rdma.peer), from source when not "": the
+ * source address picks the device when several can reach the prefill. */
+static kvf_engine *open_decode(const char *dev, const char *host, uint16_t port,
+			       const char *source)
+{
+	char o[3][160];
+	snprintf(o[0], sizeof(o[0]), "rdma.device=%s", dev);
+	snprintf(o[1], sizeof(o[1]), "rdma.peer=%s:%u", host, port);
+	snprintf(o[2], sizeof(o[2]), "rdma.source_addr=%s", source);
+	const char *ov[] = {o[0], o[1], o[2], "rdma.auth_token=" TOKEN, "log.level=warn"};
+	return open_engine(ov, 5);
+}
+
 /* Register a region named "kv": NBUFS buffers of NPAGES pages. The name is
  * how the two sides' regions are matched; the memory stays ours and must
  * outlive the engine. Both sides register the same shape. */
@@ -161,6 +193,35 @@ static int run_room(kvf_engine *pre, kvf_room tx, uint32_t preg, kvf_engine *dec
 	return 0;
 }
 
+/* The KV pools: the prefill's filled with pattern(), the decode's zeroed.
+ * Plain host memory here; a serving engine registers its GPU KV cache. */
+static int alloc_pools(uint8_t *src[NBUFS], uint8_t *dst[NBUFS])
+{
+	for (int b = 0; b < NBUFS; b++) {
+		src[b] = malloc((size_t)NPAGES * PAGE);
+		dst[b] = calloc(NPAGES, PAGE);
+		if (!src[b] || !dst[b])
+			return -1;
+		for (uint32_t p = 0; p < NPAGES; p++)
+			for (size_t i = 0; i < PAGE; i++)
+				src[b][(size_t)p * PAGE + i] = pattern(b, p, i);
+	}
+	return 0;
+}
+
+/* A room's memory is ours again only once no RDMA write of it can still
+ * land: kvf_release says -EBUSY until then, so keep progressing. */
+static void release_both(kvf_engine *pre, kvf_room tx, kvf_engine *dec, kvf_room rx)
+{
+	int tx_held = 1, rx_held = 1;
+	while (tx_held || rx_held) {
+		tx_held = tx_held && kvf_release(pre, tx) == -EBUSY;
+		rx_held = rx_held && kvf_release(dec, rx) == -EBUSY;
+		kvf_progress(pre);
+		kvf_progress(dec);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 3 && argc != 5) {
@@ -168,40 +229,15 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	uint8_t *src[NBUFS], *dst[NBUFS];
-	for (int b = 0; b < NBUFS; b++) {
-		src[b] = malloc((size_t)NPAGES * PAGE);
-		dst[b] = calloc(NPAGES, PAGE);
-		if (!src[b] || !dst[b])
-			return 1;
-		for (uint32_t p = 0; p < NPAGES; p++)
-			for (size_t i = 0; i < PAGE; i++)
-				src[b][(size_t)p * PAGE + i] = pattern(b, p, i);
-	}
+	if (alloc_pools(src, dst))
+		return 1;
 
-	/* The prefill listens on ADDR, on a port the kernel picks (0), and
-	 * reads the port back: what it would publish to its bootstrap server. */
-	char o[4][160], host[64];
+	char host[64];
 	uint16_t port;
-	snprintf(o[0], sizeof(o[0]), "rdma.device=%s", argv[1]);
-	snprintf(o[1], sizeof(o[1]), "rdma.listen_addr=%s", argv[2]);
-	const char *pov[] = {o[0], o[1], "rdma.listen_port=0", "rdma.auth_token=" TOKEN,
-			     "log.level=warn"};
-	kvf_engine *pre = open_engine(pov, 5);
-	if (!pre)
-		return 1;
-	if (kvf_engine_listen_addr(pre, host, sizeof(host), &port)) {
-		fprintf(stderr, "one_room: the prefill does not listen\n");
-		return 1;
-	}
-
-	/* The decode dials it (rdma.peer), from DECODE_ADDR when given: the
-	 * source address picks the device when several can reach the prefill. */
-	snprintf(o[2], sizeof(o[2]), "rdma.device=%s", argc == 5 ? argv[3] : argv[1]);
-	snprintf(o[3], sizeof(o[3]), "rdma.peer=%s:%u", host, port);
-	char source[160];
-	snprintf(source, sizeof(source), "rdma.source_addr=%s", argc == 5 ? argv[4] : "");
-	const char *dov[] = {o[2], o[3], "rdma.auth_token=" TOKEN, "log.level=warn", source};
-	kvf_engine *dec = open_engine(dov, 5);
+	kvf_engine *pre = open_prefill(argv[1], argv[2], host, &port);
+	kvf_engine *dec = pre ? open_decode(argc == 5 ? argv[3] : argv[1], host, port,
+					    argc == 5 ? argv[4] : "")
+			      : NULL;
 	if (!dec)
 		return 1;
 
@@ -230,15 +266,7 @@ int main(int argc, char **argv)
 	/* SUCCESS at the decode means every byte landed: check them. */
 	size_t bad = rc ? 0 : check(dst);
 
-	/* A room's memory is ours again only once no RDMA write of it can still
-	 * land: kvf_release says -EBUSY until then, so keep progressing. */
-	int tx_held = 1, rx_held = 1;
-	while (tx_held || rx_held) {
-		tx_held = tx_held && kvf_release(pre, tx) == -EBUSY;
-		rx_held = rx_held && kvf_release(dec, rx) == -EBUSY;
-		kvf_progress(pre);
-		kvf_progress(dec);
-	}
+	release_both(pre, tx, dec, rx);
 	kvf_engine_close(dec);
 	kvf_engine_close(pre);
 	if (!rc)
