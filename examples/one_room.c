@@ -33,7 +33,9 @@
 #define NPAGES 16       /* pages (items) per buffer: the pool */
 #define PAGE 4096       /* bytes per page */
 #define ROOM_ID 42      /* what both sides agree on */
-#define TOKEN "example" /* rdma.auth_token: both sides prove they know it */
+/* rdma.auth_token: both sides prove they know it. A real one is long and
+ * random (docs/config.md); it never travels. */
+#define TOKEN "example"
 
 static const uint32_t src_pages[] = {0, 1, 2, 3}; /* prefill's pages */
 static const uint32_t dst_pages[] = {9, 4, 12, 7}; /* decode's, any order */
