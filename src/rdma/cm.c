@@ -112,7 +112,7 @@ static int create_qp(struct kvf_conn *c)
 	const struct kvf_config *cfg = &c->t->cfg;
 	struct ibv_qp_init_attr attr = {
 		.qp_context = c,
-		.send_cq = c->cq,
+		.send_cq = c->scq->cq,
 		.recv_cq = c->t->rx.cq,
 		.srq = c->t->rx.srq,
 		.cap = {

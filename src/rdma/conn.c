@@ -52,11 +52,8 @@ static void conn_free(struct kvf_conn *c)
 		ibv_destroy_qp(c->qp);
 	if (c->cm_id)
 		rdma_destroy_id(c->cm_id);
-	if (c->cq) {
-		if (c->cq_unacked)
-			ibv_ack_cq_events(c->cq, c->cq_unacked);
-		ibv_destroy_cq(c->cq);
-	}
+	if (c->scq)
+		kvf_sendcq_give(c->t, c->scq);
 	if (c->auth_mr)
 		ibv_dereg_mr(c->auth_mr);
 	kvf_frameq_fini(&c->fq);
@@ -137,6 +134,9 @@ static int alloc_buffers(struct kvf_conn *c)
 	 * per block per buffer, and the immediate. */
 	if (c->sq.pend_max < (size_t)KVF_HELLO_MAX_BUFS * cfg->max_blocks_per_room + 1)
 		c->sq.pend_max = (size_t)KVF_HELLO_MAX_BUFS * cfg->max_blocks_per_room + 1;
+	/* Its completions share a CQ with other connections' (sendcq.h): the
+	 * poller's four sends (cm.c) come on top of the scheduler's. */
+	c->sq.sig_max = KVF_SENDCQ_PER_CONN - 4;
 	kvf_frameq_init(&c->fq, frames_max(cfg));
 	return kvf_verbs_reg_mr(t->pd, c->auth_buf, auth_bytes(), 0, "AUTH frames", &c->auth_mr);
 }
@@ -145,10 +145,6 @@ int kvf_conn_new(struct kvf_rdma *t, bool active, const char *peer, uint32_t gro
 		 struct kvf_conn **out)
 {
 	struct kvf_conn *c = calloc(1, sizeof(*c));
-	/* Every send the QP can hold (cm.c: sq_depth + 4, the drain marker, a
-	 * keepalive and two AUTH frames); its receives complete in the rail's
-	 * receive CQ (frames.h). */
-	int cqe = (int)(t->cfg.sq_depth + 4);
 	int rc;
 
 	if (!c)
@@ -169,10 +165,11 @@ int kvf_conn_new(struct kvf_rdma *t, bool active, const char *peer, uint32_t gro
 	rc = alloc_buffers(c);
 	if (rc)
 		goto fail;
-	c->cq = ibv_create_cq(t->ctx, cqe, c, t->cch, 0);
-	if (!c->cq) {
+	/* Its sends complete in one of the rail's send CQs, its receives in
+	 * the rail's receive CQ (frames.h). */
+	c->scq = kvf_sendcq_take(t);
+	if (!c->scq) {
 		rc = -(errno ? errno : ENOMEM);
-		kvf_err("conn", "ibv_create_cq(%d entries): %s", cqe, strerror(-rc));
 		goto fail;
 	}
 	kvf_conn_table_insert(t, c);
@@ -400,6 +397,15 @@ out:
 		kvf_conn_put(lead);
 }
 
+void kvf_conn_fail_all(struct kvf_rdma *t, const struct ibv_cq *send_cq, const char *why)
+{
+	kvf_err("poller", "%s: failing %s", why,
+		send_cq ? "the connections whose sends complete there" : "every connection");
+	for (uint32_t i = 0; i < t->np; i++)
+		if (!send_cq || (t->plist[i]->scq && t->plist[i]->scq->cq == send_cq))
+			kvf_conn_teardown(t->plist[i], KVF_FAIL_DEVICE, why);
+}
+
 int kvf_conn_destroy_qp(struct kvf_conn *c)
 {
 	int rc;
@@ -450,13 +456,17 @@ void kvf_conn_destroy(struct kvf_conn *c)
 	if (c->cm_id)
 		rdma_destroy_id(c->cm_id);
 	c->cm_id = NULL;
-	if (c->cq) {
-		if (c->cq_unacked)
-			ibv_ack_cq_events(c->cq, c->cq_unacked);
-		c->cq_unacked = 0;
-		ibv_destroy_cq(c->cq);
-	}
-	c->cq = NULL;
+	/* Its completions are all polled (the drain marker came last), or it
+	 * never posted: the slot may serve another connection. Destroyed
+	 * without that (the 2 s give-up, a QP that would not go to error),
+	 * completions of its may still wait in the CQ, which a new
+	 * connection's must not overrun: the slot stays taken. */
+	if (c->scq && (c->marker_polled || !c->qp_rtr))
+		kvf_sendcq_give(c->t, c->scq);
+	else if (c->scq)
+		kvf_warn("conn", "connection %u: destroyed before its send queue drained: its "
+			 "slot of a shared send CQ stays taken", c->id);
+	c->scq = NULL;
 	kvf_dbg("conn", "connection %u destroyed", c->id);
 }
 

@@ -132,7 +132,8 @@ struct kvf_conn {
 	atomic_int state;              /* enum kvf_conn_state; written by the poller
 	                                  only; ESTABLISHED is a release */
 	struct rdma_cm_id *cm_id;
-	struct ibv_cq *cq;
+	struct kvf_send_cq *scq;       /* the rail's CQ its sends complete in (sendcq.h):
+	                                  a slot there until the QP is destroyed */
 	struct ibv_qp *qp;
 	uint32_t qp_num;
 
@@ -140,9 +141,10 @@ struct kvf_conn {
 	 * this QP takes them from the shared receive queue, and their
 	 * completions name it by qp_num (q_node). */
 	struct kvf_idtab_node q_node;  /* in t->qps while the QP exists */
-	uint32_t cq_unacked;           /* completion-channel events not yet acked */
 	struct kvf_room_reasm reasm;   /* the peer's ROOM_INFO sequence in progress */
 	bool sq_drained;
+	bool marker_polled;            /* the drain marker's completion polled: no
+	                                  other of this QP's is left in its send CQ */
 	bool sq_marker;                /* the send drain marker is posted */
 	bool destroy_owed;             /* to error failed: destroy the QP once the
 	                                  scheduler let go, then PEER_LOST */
@@ -278,6 +280,9 @@ struct rdma_cm_id *kvf_conn_cm_event(struct kvf_rdma *t, struct rdma_cm_event *e
  * QP could be neither moved to error nor destroyed (logged: its rooms stay
  * unquiescent). Later calls (for any QP of it) do nothing. */
 void kvf_conn_teardown(struct kvf_conn *c, uint16_t reason, const char *why);
+/* Poller: every connection of the rail torn down (device reason), or with
+ * send_cq, those whose sends complete in it (a failed shared CQ). */
+void kvf_conn_fail_all(struct kvf_rdma *t, const struct ibv_cq *send_cq, const char *why);
 /* CONNECTING -> ESTABLISHED (once; later calls do nothing). The passive
  * side also calls it on the first frame received: the active side may send
  * as soon as it has our REP, before our ESTABLISHED event is read, and the

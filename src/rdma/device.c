@@ -68,6 +68,7 @@ void kvf_rdma_close(void *tp)
 	kvf_conn_table_close(t);
 	kvf_idtab_fini(&t->qps);
 	kvf_frames_close(t); /* every QP that took from it is gone */
+	kvf_sendcq_close(t);
 	if (t->listen_id)
 		rdma_destroy_id(t->listen_id);
 	for (uint32_t i = 0; i < KVF_MAX_REGIONS; i++)
@@ -362,6 +363,8 @@ static int open_parts(struct kvf_rdma *t)
 		rc = kvf_keepalive_setup(t);
 	if (!rc)
 		rc = kvf_frames_open(t);
+	if (!rc)
+		rc = kvf_sendcq_open(t);
 	return rc;
 }
 

@@ -201,8 +201,8 @@ static int open_rx(struct kvf_rdma *t)
 		kvf_err("rdma", "ibv_create_srq(%u frames): %s", t->rx.max, strerror(-rc));
 		return rc;
 	}
-	/* Context NULL: the poller tells it from the connections' CQs. */
-	t->rx.cq = ibv_create_cq(t->ctx, (int)t->rx.max, NULL, t->cch, 0);
+	/* Its context: the unacked count on_cq_events keeps (poller.c). */
+	t->rx.cq = ibv_create_cq(t->ctx, (int)t->rx.max, &t->rx.cq_unacked, t->cch, 0);
 	if (!t->rx.cq) {
 		rc = -(errno ? errno : ENOMEM);
 		kvf_err("rdma", "ibv_create_cq(%u entries) for the shared receive queue: %s",

@@ -196,6 +196,7 @@ static void on_send(struct poller *p, struct kvf_conn *c, const struct ibv_wc *w
 
 	if (kvf_wr_kind(wc->wr_id) == KVF_WR_CTRL && kvf_wr_slot(wc->wr_id) == KVF_DRAIN_SLOT) {
 		c->sq_drained = true;
+		c->marker_polled = true;
 		return;
 	}
 	/* Ours, not the scheduler's: its credits and buffers never see it. */
@@ -218,26 +219,37 @@ static void on_send(struct poller *p, struct kvf_conn *c, const struct ibv_wc *w
 	}
 }
 
-/* A connection's own CQ: its sends only. */
-static int poll_cq(struct poller *p, struct kvf_conn *c)
+/* One completion of a shared send CQ, to its connection by QP number.
+ * None: its QP was destroyed after its drain marker, which comes last, so
+ * nothing should be left; counted, as a stray receive is. */
+static void on_shared_send(struct poller *p, const struct ibv_wc *wc)
+{
+	struct kvf_conn *c = by_qp_num(p->t, wc->qp_num);
+
+	if (c)
+		on_send(p, c, wc);
+	else
+		atomic_fetch_add_explicit(&p->t->st_rx_stray, 1, memory_order_relaxed);
+}
+
+/* One of the rail's send CQs: the sends of up to per_cq connections. */
+static int poll_tx(struct poller *p, struct ibv_cq *cq)
 {
 	int n;
 
-	if (!c->cq || KVF_FAULT_CQ_STALLED(kvf_monotonic_ns()))
+	if (KVF_FAULT_CQ_STALLED(kvf_monotonic_ns()))
 		return 0;
-	n = ibv_poll_cq(c->cq, (int)p->batch, p->wcs);
+	n = ibv_poll_cq(cq, (int)p->batch, p->wcs);
 	if (n < 0) {
-		kvf_conn_teardown(c, KVF_FAIL_DEVICE, "ibv_poll_cq failed");
+		kvf_conn_fail_all(p->t, cq, "ibv_poll_cq failed on a send CQ");
 		return 0;
 	}
 	atomic_fetch_add_explicit(&p->t->st_completions, (uint64_t)n, memory_order_relaxed);
 	for (int i = 0; i < n; i++)
-		on_send(p, c, &p->wcs[i]);
+		on_shared_send(p, &p->wcs[i]);
 	KVF_FAULT_CQ_POLLED(n, kvf_monotonic_ns());
 	return n;
 }
-
-static void fail_all(struct kvf_rdma *t, const char *why);
 
 /* The rail's receive CQ: every QP's receives. */
 static int poll_rx(struct poller *p)
@@ -248,7 +260,7 @@ static int poll_rx(struct poller *p)
 		return 0;
 	n = ibv_poll_cq(p->t->rx.cq, (int)p->batch, p->wcs);
 	if (n < 0) {
-		fail_all(p->t, "ibv_poll_cq failed on the shared receive CQ");
+		kvf_conn_fail_all(p->t, NULL, "ibv_poll_cq failed on the shared receive CQ");
 		return 0;
 	}
 	atomic_fetch_add_explicit(&p->t->st_completions, (uint64_t)n, memory_order_relaxed);
@@ -260,10 +272,12 @@ static int poll_rx(struct poller *p)
 
 static int poll_all(struct poller *p)
 {
+	struct kvf_send_cqs *s = &p->t->scqs;
+	uint32_t n = atomic_load_explicit(&s->n, memory_order_acquire);
 	int busy = poll_rx(p);
 
-	for (uint32_t i = 0; i < p->t->np; i++)
-		busy += poll_cq(p, p->t->plist[i]);
+	for (uint32_t i = 0; i < n; i++)
+		busy += poll_tx(p, s->cqs[i]->cq);
 	return busy;
 }
 
@@ -286,21 +300,6 @@ static void on_cm_events(struct kvf_rdma *t)
 		if (doomed)
 			rdma_destroy_id(doomed);
 	}
-}
-
-static struct kvf_conn *by_cq(struct kvf_rdma *t, const struct ibv_cq *cq)
-{
-	for (uint32_t i = 0; i < t->np; i++)
-		if (t->plist[i]->cq && t->plist[i]->cq == cq)
-			return t->plist[i];
-	return NULL;
-}
-
-static void fail_all(struct kvf_rdma *t, const char *why)
-{
-	kvf_err("poller", "%s: failing every connection", why);
-	for (uint32_t i = 0; i < t->np; i++)
-		kvf_conn_teardown(t->plist[i], KVF_FAIL_DEVICE, why);
 }
 
 /* Data arrived on a QP whose connection rdma_cm has not seen established
@@ -331,9 +330,9 @@ static void on_async_event(struct kvf_rdma *t, const struct ibv_async_event *ae)
 		break;
 	case KVF_ASYNC_CQ_FATAL:
 		if (ae->element.cq == t->rx.cq)
-			fail_all(t, why); /* every connection's receives */
+			kvf_conn_fail_all(t, NULL, why); /* every connection's receives */
 		else
-			c = by_cq(t, ae->element.cq);
+			kvf_conn_fail_all(t, ae->element.cq, why);
 		break;
 	case KVF_ASYNC_SRQ_FATAL:
 	case KVF_ASYNC_SRQ_LIMIT:
@@ -343,11 +342,11 @@ static void on_async_event(struct kvf_rdma *t, const struct ibv_async_event *ae)
 		break;
 	case KVF_ASYNC_PORT_FATAL:
 		atomic_store(&t->port_down, true); /* new rooms: another rail (rails.h) */
-		fail_all(t, why);
+		kvf_conn_fail_all(t, NULL, why);
 		break;
 	case KVF_ASYNC_DEV_FATAL:
 		atomic_store(&t->dev_dead, true);
-		fail_all(t, why);
+		kvf_conn_fail_all(t, NULL, why);
 		break;
 	case KVF_ASYNC_OTHER_PORT:
 		t->async_other_port++;
@@ -385,8 +384,7 @@ static void on_cq_events(struct kvf_rdma *t)
 	void *ctx;
 
 	while (!ibv_get_cq_event(t->cch, &cq, &ctx)) {
-		struct kvf_conn *c = ctx; /* NULL: the shared receive CQ */
-		uint32_t *unacked = c ? &c->cq_unacked : &t->rx.cq_unacked;
+		uint32_t *unacked = ctx; /* every CQ's context (frames.c, sendcq.c) */
 
 		/* Acked in batches: each ack takes a lock in the library. */
 		if (++*unacked >= CQ_ACK_BATCH) {
@@ -565,7 +563,7 @@ static void housekeeping(struct kvf_rdma *t, uint64_t now)
 {
 	kvf_presence_round(&t->watch, now);
 	if (atomic_exchange(&t->rx.dead, false))
-		fail_all(t, "the shared receive queue failed (IBV_EVENT_SRQ_ERR)");
+		kvf_conn_fail_all(t, NULL, "the shared receive queue failed (IBV_EVENT_SRQ_ERR)");
 	if (atomic_exchange(&t->rx.low, false))
 		kvf_frames_on_limit(t);
 	for (uint32_t i = 0; i < t->np;) {
@@ -617,10 +615,11 @@ static void sleep_until_work(struct poller *p, int timeout_ms)
 {
 	struct kvf_rdma *t = p->t;
 
+	uint32_t n = atomic_load_explicit(&t->scqs.n, memory_order_acquire);
+
 	ibv_req_notify_cq(t->rx.cq, 0);
-	for (uint32_t i = 0; i < t->np; i++)
-		if (t->plist[i]->cq)
-			ibv_req_notify_cq(t->plist[i]->cq, 0);
+	for (uint32_t i = 0; i < n; i++)
+		ibv_req_notify_cq(t->scqs.cqs[i]->cq, 0);
 	if (poll_all(p))
 		return;
 	atomic_fetch_add_explicit(&t->st_poller_sleeps, 1, memory_order_relaxed);

@@ -25,6 +25,7 @@
 #include "idtab.h"
 #include "liveness.h"
 #include "rdma.h"
+#include "sendcq.h"
 #include "ring.h"
 #include "transport.h"
 
@@ -57,6 +58,7 @@ struct kvf_rdma {
 	uint32_t frame_max;           /* our receive (and send) buffer size */
 	struct kvf_rx_frames rx;      /* poller: the shared receive queue (frames.h) */
 	struct kvf_tx_frames tx;      /* scheduler: the send frames (frames.h) */
+	struct kvf_send_cqs scqs;     /* the connections' send CQs (sendcq.h) */
 	uint32_t max_sge;
 	uint32_t signal_every;
 	uint8_t cm_priv[56];          /* our connect private data, without its

@@ -31,6 +31,7 @@ int kvf_sendq_init(struct kvf_sendq *sq, uint32_t id, uint32_t depth, uint32_t m
 	sq->post_ctx = post_ctx;
 	sq->credits = depth;
 	sq->pend_max = KVF_SQ_PEND_MAX;
+	sq->sig_max = depth;
 	/* Each signaled WR in flight holds one entry at least: depth of them
 	 * at most, and one slot more tells a full ring from an empty one. */
 	sq->sig_cap = depth + 1;
@@ -100,7 +101,7 @@ int kvf_sendq_post_one(struct kvf_sendq *sq, struct ibv_send_wr *wr)
 	uint32_t posted;
 	int rc;
 
-	if (!sq->credits)
+	if (!kvf_sendq_credits(sq))
 		return -ENOSPC;
 	wr->next = NULL;
 	wr->send_flags |= IBV_SEND_SIGNALED;
@@ -126,20 +127,23 @@ static void desc_to_wr(const struct kvf_wdesc *d, struct ibv_send_wr *wr)
 	wr->wr.rdma.rkey = d->rkey;
 }
 
-/* Chain the waiting writes that fit the credits into sq->wrs. Returns how
- * many to post: up to the last signaled one, 0 when none is signaled. */
+/* Chain the waiting writes that fit the credits, and the signaled slots
+ * (sig_max), into sq->wrs. Returns how many to post: up to the last
+ * signaled one, 0 when none is signaled. */
 static uint32_t chain_segments(struct kvf_sendq *sq)
 {
-	uint32_t n = 0, cut = 0;
+	uint32_t n = 0, cut = 0, sigs = sq->sig_max - kvf_sendq_sig_inflight(sq);
 
-	for (size_t i = sq->pend_head; i < sq->pend_tail && n < sq->credits; i++) {
+	for (size_t i = sq->pend_head; i < sq->pend_tail && n < sq->credits && sigs; i++) {
 		if (sq->pend[i].flags & KVF_WD_HELD)
 			break; /* a staged chunk's copy is not done: it and all after wait */
 		desc_to_wr(&sq->pend[i], &sq->wrs[n]);
 		if (n)
 			sq->wrs[n - 1].next = &sq->wrs[n];
-		if (sq->pend[i].flags & KVF_WD_SIGNALED)
+		if (sq->pend[i].flags & KVF_WD_SIGNALED) {
 			cut = n + 1;
+			sigs--;
+		}
 		n++;
 	}
 	if (cut)
@@ -151,7 +155,7 @@ int kvf_sendq_post_writes(struct kvf_sendq *sq)
 {
 	int rc = 0;
 
-	while (!rc && sq->pend_head < sq->pend_tail && sq->credits) {
+	while (!rc && sq->pend_head < sq->pend_tail && kvf_sendq_credits(sq)) {
 		uint32_t cut = chain_segments(sq), posted, since = 0;
 
 		if (!cut)

@@ -90,6 +90,10 @@ struct kvf_sendq {
 	uint64_t wrs_posted;    /* RDMA WRITEs handed to the QP, ever (stats) */
 	uint32_t *sig;
 	uint32_t sig_head, sig_tail, sig_cap;
+	/* Signaled WRs in flight at most: each is a completion the send CQ
+	 * must have room for, and that CQ is shared (src/rdma/sendcq.h).
+	 * depth unless the owner lowers it after init. */
+	uint32_t sig_max;
 
 	/* Writes waiting for credits, FIFO: pend[pend_head..pend_tail). At
 	 * most pend_max of them (KVF_SQ_PEND_MAX unless the owner sets it
@@ -152,8 +156,8 @@ static inline int kvf_sendq_add_room(struct kvf_sendq *sq, const struct kvf_sq_b
 int kvf_sendq_post_writes(struct kvf_sendq *sq);
 
 /* Post one signaled WR of its own (a control SEND), ahead of the waiting
- * writes. Returns 0, -ENOSPC without a credit, or the post function's
- * -errno. */
+ * writes. Returns 0, -ENOSPC without a credit (kvf_sendq_credits), or the
+ * post function's -errno. */
 int kvf_sendq_post_one(struct kvf_sendq *sq, struct ibv_send_wr *wr);
 
 /* A signaled WR completed successfully: its entries are free again. */
@@ -173,7 +177,16 @@ void kvf_sendq_hold_tail(struct kvf_sendq *sq, size_t n, uint16_t tag);
 size_t kvf_sendq_each_tagged(struct kvf_sendq *sq, uint16_t tag,
 			     void (*fn)(void *ctx, struct kvf_wdesc *d), void *ctx);
 
-static inline uint32_t kvf_sendq_credits(const struct kvf_sendq *sq) { return sq->credits; }
+static inline uint32_t kvf_sendq_sig_inflight(const struct kvf_sendq *sq)
+{
+	return (sq->sig_tail + sq->sig_cap - sq->sig_head) % sq->sig_cap;
+}
+/* Free entries for a signaled WR: none while sig_max of them are in
+ * flight. */
+static inline uint32_t kvf_sendq_credits(const struct kvf_sendq *sq)
+{
+	return kvf_sendq_sig_inflight(sq) < sq->sig_max ? sq->credits : 0;
+}
 static inline size_t kvf_sendq_waiting(const struct kvf_sendq *sq)
 {
 	return sq->pend_tail - sq->pend_head;

@@ -291,6 +291,39 @@ Test(sendq, control_send_takes_a_credit_and_gives_it_back)
 	credits_hold();
 }
 
+Test(sendq, signaled_work_in_flight_is_capped_by_sig_max)
+{
+	/* The send CQ is shared (src/rdma/sendcq.h): a queue may have sig_max
+	 * completions owed at most, whatever its credits. Ten one-WR rooms,
+	 * each signaled (its immediate), on a deep queue with sig_max 3. */
+	struct ibv_sge sge = {.addr = 0x1000, .length = 64, .lkey = 9};
+	struct ibv_send_wr wr = {.wr_id = 77, .sg_list = &sge, .num_sge = 1,
+				 .opcode = IBV_WR_SEND};
+	uint32_t src = 0, dst = 0;
+
+	init(64, 4, 16);
+	sq.sig_max = 3;
+	for (uint64_t r = 1; r <= 10; r++)
+		cr_assert_eq(kvf_sendq_add_room(&sq, local1, remote1, 1, r, 0, &src, &dst, 1), 1);
+	cr_assert_eq(kvf_sendq_post_writes(&sq), 0);
+	cr_assert_eq(rec.n, 3, "three completions owed at most");
+	cr_assert_eq(kvf_sendq_sig_inflight(&sq), 3);
+	cr_assert_eq(kvf_sendq_credits(&sq), 0, "no room for a control send either");
+	cr_assert_eq(kvf_sendq_post_one(&sq, &wr), -ENOSPC);
+	kvf_sendq_completed(&sq);
+	cr_assert_eq(kvf_sendq_credits(&sq), 62);
+	cr_assert_eq(kvf_sendq_post_one(&sq, &wr), 0, "a control send takes the freed slot");
+	cr_assert_eq(kvf_sendq_post_writes(&sq), 0);
+	cr_assert_eq(rec.n, 4, "and the writes wait for the next");
+	for (int i = 0; i < 4; i++) {
+		kvf_sendq_completed(&sq);
+		cr_assert_eq(kvf_sendq_post_writes(&sq), 0);
+	}
+	cr_assert_eq(rec.n, 8);
+	cr_assert_eq(kvf_sendq_sig_inflight(&sq), 3);
+	credits_hold();
+}
+
 Test(sendq, failed_post_strands_what_no_completion_covers)
 {
 	/* signal every 4, 4 WRs, the post fails at the third: two went in,
