@@ -181,9 +181,11 @@ static const struct kvf_key keys[] = {
 	 * it is refused (-ENOSPC, counted) */
 	{ .name = "rdma.max_conns", U32_FIELD(max_conns), .side = SIDE_BOTH,
 	  .phase = PH_CONN, .def = 65536, .min = 1, .max = 1u << 24 },
-	/* send queue entries per QP */
+	/* send queue entries per QP: 256 (1,024 until 2026-12-07) is twice
+	 * perftest's default, which reaches line rate; each entry is memory
+	 * the NIC's provider allocates per QP (docs/performance.md "Scale") */
 	{ .name = "rdma.sq_depth", U32_FIELD(sq_depth), .side = SIDE_BOTH,
-	  .phase = PH_XFER, .def = 1024, .min = 16, .max = 32768 },
+	  .phase = PH_XFER, .def = 256, .min = 16, .max = 32768 },
 	/* receive frames the rail's shared receive queue starts with, and
 	 * the step it grows by (frames, write-with-imm; src/rdma/frames.h) */
 	{ .name = "rdma.rq_depth", U32_FIELD(rq_depth), .side = SIDE_BOTH,

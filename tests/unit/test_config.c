@@ -58,7 +58,7 @@ Test(config, rdma_group_presence_enables_transport)
 
 	expect_ok("rdma = {};", &c);
 	cr_assert(c.rdma_enabled);
-	cr_assert_eq(c.sq_depth, 1024);
+	cr_assert_eq(c.sq_depth, 256);
 	expect_ok("rdma = { gid_index = 3; mtu = 4096; listen_addr = \"::\";"
 		  " peer = \"[fe80::1]:18515\"; };", &c);
 	cr_assert_eq(c.gid_index, 3);
@@ -355,7 +355,7 @@ Test(config, signal_every_at_most_sq_depth)
 	/* Only one set: that one's line. */
 	expect_err("rdma = {\n\n  signal_every = 2048;\n};",
 		   "kvferry.conf:3: rdma.signal_every: expected at most "
-		   "rdma.sq_depth (1024), got 2048");
+		   "rdma.sq_depth (256), got 2048");
 	expect_ok("rdma = { sq_depth = 64; signal_every = 64; };", &c);
 }
 

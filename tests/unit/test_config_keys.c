@@ -51,7 +51,7 @@ Test(config_keys, defaults_follow_sglang_and_design)
 	cr_assert_eq(c.gid_index, -1);
 	cr_assert_eq(c.listen_port, 18515);
 	cr_assert_eq(c.qps_per_peer, 2);
-	cr_assert_eq(c.sq_depth, 1024);
+	cr_assert_eq(c.sq_depth, 256);
 	cr_assert_eq(c.rq_depth, 256);
 	cr_assert_eq(c.max_sge, 4);
 	cr_assert_eq(c.signal_every, 64);
