@@ -16,12 +16,8 @@
 
 /* ------------------------------------------------------- fan-out, fan-in */
 
-/* n receivers, given now rather than learned from the first ROOM_INFO:
- * SGLang's prefill knows required_dst_info_num from its bootstrap before
- * any decode rank asks, and a count learned from the first ROOM_INFO
- * would let a rank that never comes go unnoticed. The room stays
- * BOOTSTRAPPING until all n joined; the bootstrap deadline covers the
- * missing ones. */
+/* n receivers, given now. The room stays BOOTSTRAPPING until all n
+ * joined; the bootstrap deadline covers the missing ones. */
 int kvf_sender_create_fanout(kvf_engine *eng, uint64_t room_id, uint32_t n, kvf_room *out)
 {
 	struct kvf_fan *fan;
@@ -43,6 +39,24 @@ int kvf_sender_create_fanout(kvf_engine *eng, uint64_t room_id, uint32_t n, kvf_
 		return rc;
 	}
 	kvf_fan_attach(eng, fan, r, NULL);
+	kvf_api_apply_early(eng, r, 0);
+	*out = kvf_room_handle(eng, r);
+	return 0;
+}
+
+/* n from the first ROOM_INFO (kvf_fan_learn, when it joins): one slot
+ * now, so that the bootstrap deadline runs from creation. */
+int kvf_sender_create_learned(kvf_engine *eng, uint64_t room_id, kvf_room *out)
+{
+	struct kvf_slot *r;
+	int rc;
+
+	if (!eng || !out)
+		return -EINVAL;
+	rc = kvf_room_new(eng, room_id, KVF_SENDER, true, &r);
+	if (rc)
+		return rc;
+	r->flags |= KVF_RF_LEARN;
 	kvf_api_apply_early(eng, r, 0);
 	*out = kvf_room_handle(eng, r);
 	return 0;

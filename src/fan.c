@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "log.h"
 
@@ -49,6 +50,50 @@ struct kvf_slot *kvf_fan_pick(struct kvf_engine *eng, struct kvf_slot *lead, uin
 			unbound = m;
 	}
 	return unbound ? unbound : lead;
+}
+
+/* The n of the fan-out tag the info's user data begins with; 1 without a
+ * tag (a peer that fans out to no one). */
+static uint32_t tag_n(const struct kvf_peer_info *info)
+{
+	const uint8_t *u = info->user;
+
+	if (info->user_len < KVF_FAN_TAG_LEN || memcmp(u, KVF_FAN_TAG_MAGIC, 4) ||
+	    u[4] != KVF_FAN_TAG_VERSION || u[5])
+		return 1;
+	return u[8] | (uint32_t)u[9] << 8 | (uint32_t)u[10] << 16 | (uint32_t)u[11] << 24;
+}
+
+int kvf_fan_learn(struct kvf_engine *eng, struct kvf_slot *lead)
+{
+	uint32_t n = tag_n(lead->info);
+	struct kvf_fan *fan = NULL;
+
+	lead->flags &= (uint8_t)~KVF_RF_LEARN;
+	if (n == 1)
+		return 0;
+	if (n == 0 || n > KVF_FAN_MAX) {
+		kvf_room_fail(eng, lead, KVF_FAIL_BAD_FRAME, EPROTO, "the first ROOM_INFO's fan-out "
+			      "tag names %u receivers: 1 to %u allowed", n, KVF_FAN_MAX);
+		return -EPROTO;
+	}
+	if (eng->nfree >= n - 1)
+		fan = kvf_fan_alloc(n);
+	if (!fan) {
+		kvf_room_fail(eng, lead, KVF_FAIL_BAD_REQUEST, ENOSPC, "the first ROOM_INFO asks "
+			      "for a fan-out to %u receivers: %u more room slots wanted, %u free "
+			      "(engine.max_rooms)", n, n - 1, eng->nfree);
+		return -ENOSPC;
+	}
+	kvf_fan_attach(eng, fan, lead, NULL);
+	/* The room's bootstrap deadline runs from its creation, not from now:
+	 * a receiver that never comes fails it in the same time as with n
+	 * given at creation. */
+	for (uint32_t k = 1; k < n; k++)
+		kvf_room_backdate(eng, kvf_fan_at(eng, fan, k), lead->created_ns);
+	kvf_dbg("room", "room %#" PRIx64 ": fan-out to %u receivers, learned from the first "
+		  "ROOM_INFO", lead->id, n);
+	return 0;
 }
 
 uint32_t kvf_fan_joined(struct kvf_engine *eng, const struct kvf_fan *fan)

@@ -55,6 +55,13 @@ void kvf_fan_attach(struct kvf_engine *eng, struct kvf_fan *fan, struct kvf_slot
  * bound to none, else the lead. */
 struct kvf_slot *kvf_fan_pick(struct kvf_engine *eng, struct kvf_slot *lead, uint32_t conn);
 
+/* lead (KVF_RF_LEARN, just bound to the first receiver's info) learns
+ * its fan-out's size from that info's fan-out tag (kvferry/fan.h): n > 1
+ * attaches n - 1 members, their bootstrap deadline the lead's. Returns 0,
+ * or -EPROTO (a tag out of range) or -ENOSPC (not enough free slots, or no
+ * memory) after failing lead. */
+int kvf_fan_learn(struct kvf_engine *eng, struct kvf_slot *lead);
+
 /* Sender members whose receiver's ROOM_INFO arrived. */
 uint32_t kvf_fan_joined(struct kvf_engine *eng, const struct kvf_fan *fan);
 

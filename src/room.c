@@ -75,6 +75,13 @@ static void arm_deadline(struct kvf_engine *eng, struct kvf_slot *r)
 	arm_deadline_at(eng, r, r->state_ns);
 }
 
+void kvf_room_backdate(struct kvf_engine *eng, struct kvf_slot *r, uint64_t ns)
+{
+	r->created_ns = ns;
+	r->state_ns = ns;
+	arm_deadline(eng, r);
+}
+
 void kvf_room_chunk_posted(struct kvf_engine *eng, struct kvf_slot *r)
 {
 	arm_deadline_at(eng, r, kvf_now(eng));

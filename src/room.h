@@ -47,6 +47,8 @@ enum kvf_room_flag {
 	KVF_RF_ABORT_OWED = 1 << 3,    /* sender: ABORT to the peer once drained */
 	KVF_RF_LAST_SENT = 1 << 4,     /* sender: the LAST chunk was posted */
 	KVF_RF_WATCHED = 1 << 5,       /* kvf_watch: changes go on the change list (watch.h) */
+	KVF_RF_LEARN = 1 << 6,         /* sender: its fan-out's size is the first ROOM_INFO's
+	                                  (kvf_sender_create_learned; fan.h) */
 };
 
 /* Why quiescence is being looked at: each names a rule of
@@ -152,6 +154,11 @@ bool kvf_room_transition_allowed(enum kvf_role role, unsigned from, unsigned to)
  * inflight list and the new state's deadline follow. Debug builds assert
  * the transition is in the table. Failing goes through kvf_room_fail. */
 void kvf_room_transition(struct kvf_engine *eng, struct kvf_slot *r, unsigned to);
+
+/* r (just created, BOOTSTRAPPING) belongs to a room that began at ns: its
+ * times and its deadline count from then (a fan-out's member made when
+ * the fan-out's size was learned: the bootstrap deadline is the room's). */
+void kvf_room_backdate(struct kvf_engine *eng, struct kvf_slot *r, uint64_t ns);
 
 /* A sender already TRANSFERRING posted another chunk: its deadline starts
  * again, deadlines.between_chunks_s to the next chunk or, after LAST,

@@ -76,6 +76,8 @@ void kvf_room_peer_info(struct kvf_engine *eng, struct kvf_slot *r, struct kvf_p
 	kvf_room_bind(eng, r, info->peer);
 	kvf_obs(eng, r)->info_ns = kvf_now(eng);
 	kvf_room_last(eng, r, KVF_LAST_PEER_INFO);
+	if ((r->flags & KVF_RF_LEARN) && kvf_fan_learn(eng, r))
+		return; /* failed, saying why */
 	if (info->nids > eng->cfg.max_blocks_per_room) {
 		kvf_room_fail(eng, r, KVF_FAIL_BAD_FRAME, EPROTO,
 			      "ROOM_INFO names %u items, engine.max_blocks_per_room is %u",

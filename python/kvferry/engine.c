@@ -300,7 +300,9 @@ static PyObject *room_new_obj(EngineObject *e, kvf_room h, uint64_t id, int role
 	return (PyObject *)r;
 }
 
-/* n > 1: a fan-out to n decode ranks (kvf_sender_create_fanout). */
+/* n > 1: a fan-out to n decode ranks (kvf_sender_create_fanout); n 0: as
+ * many as the first decode rank's fan-out tag says
+ * (kvf_sender_create_learned). */
 static PyObject *engine_sender(EngineObject *self, PyObject *args, PyObject *kw)
 {
 	static char *kwlist[] = { "room_id", "n", NULL };
@@ -315,7 +317,8 @@ static PyObject *engine_sender(EngineObject *self, PyObject *args, PyObject *kw)
 	id = PyLong_AsUnsignedLongLong(id_obj); /* "K" would not check the range */
 	if (PyErr_Occurred() || engine_usable(self) < 0)
 		return NULL;
-	rc = kvf_sender_create_fanout(self->eng, id, n, &h);
+	rc = n ? kvf_sender_create_fanout(self->eng, id, n, &h) :
+		 kvf_sender_create_learned(self->eng, id, &h);
 	if (rc)
 		return raise_rc(rc, "sender", NULL);
 	return room_new_obj(self, h, id, KVF_SENDER);

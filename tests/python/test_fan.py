@@ -30,12 +30,19 @@ def test_fanout_sender_takes_n_slots_and_waits_for_all(pooled):
     assert st.created == st.released == 3
 
 
-@pytest.mark.parametrize("n", [0, kvferry.FAN_MAX + 1])
-def test_fanout_bad_counts(pooled, n):
+def test_fanout_bad_count(pooled):
     with pytest.raises(KVFerryError) as ei:
-        pooled.sender(7, n=n)
+        pooled.sender(7, n=kvferry.FAN_MAX + 1)
     assert ei.value.errno == errno.EINVAL
     assert pooled.stats().created == 0
+
+
+def test_fanout_learned_is_one_slot_until_the_first_room_info(pooled):
+    """n=0: kvf_sender_create_learned; the first ROOM_INFO's fan-out tag
+    (kvferry.ranks) sizes it (tests/unit/test_fanout.c, on the wire: rxe)."""
+    r = pooled.sender(7, n=0)
+    assert r.receivers() == (1, 0) and r.poll() == kvferry.Poll.BOOTSTRAPPING
+    assert pooled.stats().created == 1
 
 
 def test_fanin_receiver_sends_to_each_peer(pooled):

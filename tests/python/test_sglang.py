@@ -242,33 +242,36 @@ def test_manager_refuses_bad_mode():
 
 
 def test_sender_waits_for_the_decode_then_times_out():
-    """No decode rank asked: Bootstrapping, no room yet; then the bootstrap
+    """No decode rank asked: Bootstrapping, its room made at once (its
+    fan-out learned from the first ROOM_INFO); then the room's bootstrap
     deadline (the engine's deadlines.bootstrap_s) fails it with that reason."""
     m = ks.KVFerryKVManager(Args(), "prefill", None, overrides=["deadlines.bootstrap_s=1"])
     s = ks.KVSender(m, "127.0.0.1:1", 42, [0], 0)
-    assert s.poll() == ks.KVPoll.Bootstrapping and s.room is None
+    assert s.poll() == ks.KVPoll.Bootstrapping and s.room is not None
     assert s.pop_decode_prefix_len() == 0
     assert s.should_send_kv_chunk(0, True) and not s.should_send_kv_chunk(0, False)
     with pytest.raises(RuntimeError, match="before init"):
         s.send(np.arange(1, dtype=np.int32))
     time.sleep(1.05)
     assert s.poll() == ks.KVPoll.Failed and s.conclude_state == ks.KVPoll.Failed
-    with pytest.raises(ks.KVTransferError, match="bootstrap_timeout"):
+    with pytest.raises(ks.KVTransferError, match="bootstrap deadline"):
         s.failure_exception()
+    assert m.refused == 1, "a decode rank asking later is answered at once"
     s.clear()
     assert sum(m.engine.stats().rooms.values()) == 0 and m.engine.stats().inflight == 0
     m.close()
 
 
 def test_sender_aborted_before_the_decode_asked():
-    """No room yet: failed here, and remembered for deadlines.bootstrap_s so
-    that a decode rank asking later is answered with an abort at once (the
-    answer itself runs on rxe: sglang_rxe.py's abort shape)."""
+    """No decode rank asked yet: the room fails, and its id is remembered for
+    deadlines.bootstrap_s so that a decode rank asking later is answered with
+    an abort at once (the answer itself runs on rxe: sglang_rxe.py's abort
+    shape)."""
     m = ks.KVFerryKVManager(Args(), "prefill", None, overrides=["deadlines.bootstrap_s=1"])
     s = ks.KVSender(m, "127.0.0.1:1", 43, [0], 0)
     s.abort()
     assert s.poll() == ks.KVPoll.Failed
-    with pytest.raises(ks.KVTransferError, match="aborted before"):
+    with pytest.raises(ks.KVTransferError, match="aborted by the local caller"):
         s.failure_exception()
     assert m.refused == 1 and m.refused_answered == 0
     m.progress()

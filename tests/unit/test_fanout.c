@@ -576,3 +576,157 @@ Test(fanout, fanin_part_without_lists_is_a_dummy)
 	cr_assert_eq(kvf_poll(eng, h), KVF_WAITING_FOR_INPUT);
 	kvf_abort(eng, h);
 }
+
+/* ------------------------------------------------ fan-out size learned */
+
+static kvf_room learned(void)
+{
+	kvf_room h;
+
+	cr_assert_eq(kvf_sender_create_learned(eng, ID, &h), 0);
+	return h;
+}
+
+/* A receiver on conn whose user data begins with the fan-out tag for fan
+ * receivers (kvferry/fan.h), then 8 bytes of its own. */
+static void push_tagged(uint32_t conn, uint32_t fan)
+{
+	const uint8_t user[KVF_FAN_TAG_LEN + 8] = {
+		'K', 'V', 'F', 'N', KVF_FAN_TAG_VERSION, 0, 0, 0,
+		(uint8_t)fan, (uint8_t)(fan >> 8), (uint8_t)(fan >> 16), (uint8_t)(fan >> 24), 48,
+	};
+	struct fake_list l = { "kv", 4 };
+
+	push_info_lists(eng, ID, conn, 0x100 + conn, &l, 1, user, sizeof(user));
+}
+
+static void join_tagged(uint32_t conn, uint32_t fan)
+{
+	push_tagged(conn, fan);
+	kvf_progress(eng);
+}
+
+static uint32_t receivers(kvf_room h)
+{
+	uint32_t n = 0;
+
+	cr_assert_eq(kvf_sender_receivers(eng, h, &n, NULL), 0);
+	return n;
+}
+
+Test(fanout, learned_takes_its_size_from_the_first_room_info)
+{
+	kvf_room h = learned();
+	uint8_t user[32];
+	uint32_t len = 0;
+
+	cr_assert_eq(receivers(h), 1, "nothing learned yet");
+	cr_assert_eq(stats().created, 1);
+	join_tagged(12, 3);
+	cr_assert_eq(receivers(h), 3);
+	cr_assert_eq(stats().created, 3, "one slot per receiver, from now");
+	cr_assert_eq(kvf_poll(eng, h), KVF_BOOTSTRAPPING, "1 of 3 joined");
+	join_tagged(11, 3);
+	join(13, 4); /* a later receiver's tag is not read */
+	cr_assert_eq(kvf_poll(eng, h), KVF_WAITING_FOR_INPUT);
+	cr_assert_eq(kvf_sender_user_data(eng, h, user, sizeof(user), &len), 0);
+	cr_assert_eq(len, KVF_FAN_TAG_LEN + 8, "the user data is the application's, tag included");
+	cr_assert_eq(user[KVF_FAN_TAG_LEN], 48);
+	cr_assert_eq(send_items(h, 0, 4, KVF_SEND_LAST), 0);
+	for (uint32_t c = 11; c <= 13; c++)
+		complete(c, 0);
+	cr_assert_eq(kvf_poll(eng, h), KVF_SUCCESS);
+	cr_assert_eq(f.aborts, 0);
+	cr_assert_eq(kvf_release(eng, h), 0);
+	assert_balanced();
+}
+
+Test(fanout, learned_bootstrap_deadline_runs_from_creation)
+{
+	kvf_room h = learned();
+	uint64_t t0 = fake_clock;
+	struct kvf_failure fl;
+
+	fake_clock = t0 + cfg.bootstrap_s * SEC - 2;
+	join_tagged(11, 3);
+	join(12, 4);
+	fake_clock = t0 + cfg.bootstrap_s * SEC - 1;
+	kvf_progress(eng);
+	cr_assert_eq(kvf_poll(eng, h), KVF_BOOTSTRAPPING);
+	fake_clock = t0 + cfg.bootstrap_s * SEC;
+	kvf_progress(eng);
+	cr_assert_eq(kvf_poll(eng, h), KVF_FAILED, "the missing member's deadline is the room's");
+	fl = failure(h);
+	cr_assert_eq(fl.reason, KVF_FAIL_DEADLINE);
+	cr_assert_eq(fl.deadline, KVF_DL_BOOTSTRAP);
+	cr_assert(strstr(fl.detail, "(2 of 3 joined)"), "%s", fl.detail);
+	cr_assert_eq(f.aborts_on[11] + f.aborts_on[12], 2);
+	cr_assert_eq(failures_total(), 1);
+	cr_assert_eq(kvf_release(eng, h), 0);
+	assert_balanced();
+}
+
+Test(fanout, learned_with_no_receiver_fails_at_the_bootstrap_deadline)
+{
+	kvf_room h = learned();
+
+	fake_clock += cfg.bootstrap_s * SEC;
+	kvf_progress(eng);
+	cr_assert_eq(kvf_poll(eng, h), KVF_FAILED);
+	cr_assert_eq(failure(h).deadline, KVF_DL_BOOTSTRAP);
+	cr_assert_eq(f.aborts, 0, "no one to tell");
+	cr_assert_eq(kvf_release(eng, h), 0);
+	assert_balanced();
+}
+
+Test(fanout, learned_without_a_tag_serves_one_receiver)
+{
+	kvf_room h = learned();
+
+	join(11, 4);
+	cr_assert_eq(kvf_poll(eng, h), KVF_WAITING_FOR_INPUT);
+	cr_assert_eq(receivers(h), 1);
+	join_tagged(12, 2); /* too late to make it a fan-out: refused */
+	cr_assert_eq(f.aborts_on[12], 1);
+	cr_assert_eq(stats().room_infos_refused, 1);
+	kvf_abort(eng, h);
+}
+
+Test(fanout, learned_from_room_infos_parked_before_creation)
+{
+	kvf_room h;
+
+	push_tagged(11, 3);
+	push_tagged(12, 3);
+	kvf_progress(eng);
+	h = learned();
+	cr_assert_eq(receivers(h), 3);
+	cr_assert_eq(stats().early_infos_applied, 2);
+	cr_assert_eq(kvf_poll(eng, h), KVF_BOOTSTRAPPING);
+	join_tagged(13, 3);
+	cr_assert_eq(kvf_poll(eng, h), KVF_WAITING_FOR_INPUT);
+	kvf_abort(eng, h);
+}
+
+Test(fanout, learned_bad_tags_fail_the_room_and_tell_the_receiver)
+{
+	kvf_room h = learned(), one[64];
+	struct kvf_failure fl;
+
+	join_tagged(11, KVF_FAN_MAX + 1);
+	cr_assert_eq(kvf_poll(eng, h), KVF_FAILED);
+	fl = failure(h);
+	cr_assert_eq(fl.reason, KVF_FAIL_BAD_FRAME);
+	cr_assert(strstr(fl.detail, "fan-out tag names 65 receivers"), "%s", fl.detail);
+	cr_assert_eq(f.aborts_on[11], 1);
+	cr_assert_eq(kvf_release(eng, h), 0);
+	for (uint32_t i = 0; i < 62; i++)
+		cr_assert_eq(kvf_sender_create(eng, 100 + i, &one[i]), 0);
+	h = learned();
+	join_tagged(12, 3); /* 2 more slots wanted, 1 free */
+	cr_assert_eq(kvf_poll(eng, h), KVF_FAILED);
+	fl = failure(h);
+	cr_assert_eq(fl.reason, KVF_FAIL_BAD_REQUEST);
+	cr_assert(strstr(fl.detail, "2 more room slots wanted, 1 free"), "%s", fl.detail);
+	cr_assert_eq(f.aborts_on[12], 1);
+}

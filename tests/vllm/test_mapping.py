@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import kvferry.vllm as kv
+from kvferry import ranks
 from kvferry.vllm import mapping
 
 BS = 16
@@ -54,10 +55,9 @@ def test_prefill_info_checks_what_it_reads():
         kv.prefill_info(_params(room="x"))
 
 
-def test_user_data_round_trip():
-    assert kv.parse_user_data(kv.pack_user_data(4)) == 4
-    assert kv.parse_user_data(b"") == 1
-    assert kv.parse_user_data(b"\0" * 16) == 1  # not ours: one receiver
+def test_user_data_is_the_fan_out_tag():
+    assert kv.pack_user_data(4) == ranks.pack_fan_user_data(4)  # what the library reads
+    assert ranks.parse_fan_user_data(kv.pack_user_data(4)) == (4, b"")
 
 
 @pytest.mark.parametrize("dtp,ptp,pp,mla,want", [

@@ -269,13 +269,13 @@ class KVFerryKVManager(BaseKVManager):
         ROOM_INFO waits for it (the abort reaches every rank bound to it; a
         late rank of a fan-out meets the failed room, or a new one made here
         once the first is released)."""
-        n, user = self.engine.sender_pending(room_id)
+        n, _user = self.engine.sender_pending(room_id)
         if n < 0:
             self._refused.pop(room_id, None)  # the decode aborted it itself
         if n <= 0:
             return
         try:
-            room = self.engine.sender(room_id, n=parse_user_data(user)[1])
+            room = self.engine.sender(room_id, n=0)  # as many as the decode ranks say
         except kvferry.KVFerryError as e:
             log.warning("room %#x: a decode rank asked after this rank failed the request; "
                         "its room could not be made to abort it: %s", room_id, e)

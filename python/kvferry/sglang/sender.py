@@ -1,17 +1,16 @@
 # SPDX-License-Identifier: Apache-2.0
 """KVFerryKVSender: the prefill side of one request, a kvferry sender room.
 
-The room is created once the first decode rank's ROOM_INFO has arrived
-(Engine.sender_pending): its user data says how many decode ranks this
+The room is created with the sender, its fan-out learned by the library
+from the first decode rank's ROOM_INFO (Engine.sender(n=0),
+kvf_sender_create_learned): its fan-out tag says how many decode ranks this
 prefill rank serves for the request (SGLang's required_dst_info_num, a fact
-of the decode's layout), which is the fan-out the room must wait for. Until
-then the sender is Bootstrapping under the bootstrap deadline kept here
-(deadlines.bootstrap_s of the engine's config; SGLang's own
-SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT sets it)."""
+of the decode's layout). The room's bootstrap deadline runs from creation
+(deadlines.bootstrap_s; SGLang's SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT
+sets it)."""
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any, List, Optional, Tuple
 
 import numpy as np
@@ -37,6 +36,15 @@ def sglang_failed_text(st: int) -> str:
             f"{'' if st == KVPoll.Success else '; aborted now'})")
 
 
+def _joined(room: kvferry.Room) -> bool:
+    """Whether a decode rank's ROOM_INFO reached the room."""
+    try:
+        room.user_data()
+        return True
+    except kvferry.KVFerryError:
+        return False  # -EAGAIN: none yet
+
+
 class KVFerryKVSender(BaseKVSender):
     """Prefill side of one request: a kvferry sender room."""
 
@@ -55,9 +63,12 @@ class KVFerryKVSender(BaseKVSender):
         self._failure: Optional[str] = None  # failed before its room existed
         self._cleared = False
         self._metric: Any = None  # get_transfer_metric()'s, kept at clear()
-        self._deadline = time.monotonic() + mgr.engine.deadline_s("deadlines.bootstrap_s")
         if not req_has_disagg_prefill_dp_rank:
             self._register_dp_rank()
+        try:
+            self.room = mgr.engine.sender(self.bootstrap_room, n=0)
+        except kvferry.KVFerryError as e:
+            self._fail_local(f"room create failed: {e}")
 
     def _register_dp_rank(self) -> None:
         """With DP > 1 and a router that does not follow bootstrap_room, the
@@ -71,28 +82,6 @@ class KVFerryKVSender(BaseKVSender):
             bs.register_dp_rank(self.bootstrap_addr, self.bootstrap_room, lay.dp_group)
         except bs.BootstrapError as e:
             log.error("room %#x: %s", self.bootstrap_room, e)
-
-    # ---- the room, once the decode asked
-    def _ensure_room(self) -> bool:
-        if self.room is not None:
-            return True
-        if self._failure is not None:
-            return False
-        n, user = self.kv_mgr.engine.sender_pending(self.bootstrap_room)
-        if n == 0:
-            if time.monotonic() >= self._deadline:
-                self._fail_local("bootstrap_timeout: no decode rank asked for the room "
-                                 "within deadlines.bootstrap_s")
-            return False
-        fan = parse_user_data(user)[1] if n > 0 else 1
-        try:
-            self.room = self.kv_mgr.engine.sender(self.bootstrap_room, n=fan)
-        except kvferry.KVFerryError as e:
-            self._fail_local(f"room create failed: {e}")
-            return False
-        if fan > 1:
-            log.debug("room %#x: fan-out to %d decode ranks", self.bootstrap_room, fan)
-        return True
 
     def _fail_local(self, why: str) -> None:
         self._failure = why
@@ -181,10 +170,8 @@ class KVFerryKVSender(BaseKVSender):
 
     def poll(self) -> int:
         self.kv_mgr.maybe_progress()
-        if not self._ensure_room() or self.room is None:
-            return KVPoll.Failed if self._failure is not None else KVPoll.Bootstrapping
-        if self._failure is not None:
-            return KVPoll.Failed  # failed and handed to the manager
+        if self.room is None or self._failure is not None:
+            return KVPoll.Failed  # not created, or failed and handed to the manager
         st = self.room.poll()
         if st in (KVPoll.Success, KVPoll.Failed):
             self.conclude_state = st
@@ -203,6 +190,11 @@ class KVFerryKVSender(BaseKVSender):
         if not self._cleared:
             self._cleared = True
             self._metric = self.get_transfer_metric()
+            if not _joined(room):
+                # a decode rank asking after the release is answered at once
+                # (the manager aborts a room made for it), not at the
+                # engine's tombstone TTL
+                self.kv_mgr.refuse(self.bootstrap_room)
             self.kv_mgr.park(room, None)
 
     def failure_exception(self) -> None:
@@ -218,7 +210,7 @@ class KVFerryKVSender(BaseKVSender):
                 self._give_up(self.room, sglang_failed_text(st))
             else:
                 self._give_up(self.room, failure_text(self.room))
-        why = self._failure or "failed by SGLang before any decode rank asked for the room"
+        why = self._failure or "failed by SGLang before its room was created"
         raise KVTransferError(self.bootstrap_room, why)
 
     def get_transfer_metric(self) -> Any:
@@ -236,8 +228,6 @@ class KVFerryKVSender(BaseKVSender):
     def abort(self) -> None:
         if self.room is not None:
             self.room.abort()
-        elif self._failure is None:
-            self._fail_local("aborted before any decode rank asked for the room")
 
     def clear(self) -> None:
         """Hand the room back; a failed room that is not yet quiescent is kept

@@ -21,7 +21,6 @@ from .mapping import (
     cache_layout,
     layer_index,
     pack_user_data,
-    parse_user_data,
     prefill_info,
     rank_map,
     room_id_of,
@@ -34,5 +33,5 @@ __all__ = [
     "KVFerryConnector", "KVFerryConnectorMetadata", "KVFerryHandshake", "KVFerryPromMetrics",
     "KVFerryStats", "RecvSpec", "SendSpec",
     "PARAMS_KEY", "CacheLayout", "ParamsError", "PrefillInfo", "RankMap", "cache_layout",
-    "layer_index", "pack_user_data", "parse_user_data", "prefill_info", "rank_map", "room_id_of",
+    "layer_index", "pack_user_data", "prefill_info", "rank_map", "room_id_of",
 ]

@@ -12,7 +12,7 @@ import hashlib
 import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ..ranks import Geometry, kv_heads_held, pack_fan_user_data, pair_ranks, parse_fan_user_data
+from ..ranks import Geometry, kv_heads_held, pack_fan_user_data, pair_ranks
 
 ROOM_MASK = (1 << 63) - 1
 PARAMS_KEY = "kvferry"   # kv_transfer_params[PARAMS_KEY]: kvferry's part of the side channel
@@ -35,11 +35,6 @@ def pack_user_data(fan_out: int) -> bytes:
     decode ranks the prefill rank it goes to serves for the request, which
     only the decode knows: its TP size)."""
     return pack_fan_user_data(fan_out)
-
-
-def parse_user_data(data: bytes) -> int:
-    """The fan-out a decode rank asks for; 1 for user data without the tag."""
-    return parse_fan_user_data(data)[0]
 
 
 # ---------------------------------------------------------------- side channel

@@ -5,9 +5,11 @@ its region "kv", and the rooms.
 
 Push, not pull: the prefill writes its blocks into the decode's with RDMA
 WRITE. The decode rank creates a receiver room and sends its block ids
-(ROOM_INFO, with its fan-out in the user data); the prefill rank's sender
-room appears when that ROOM_INFO is in (Engine.sender_pending) and sends
-the request's last blocks, as many as the decode asked for.
+(ROOM_INFO, its user data the fan-out tag of kvferry.ranks); the prefill
+rank's sender room is created with the request's send, its fan-out learned
+by the library from the first ROOM_INFO and its bootstrap deadline running
+from then (Engine.sender(n=0)), and sends the request's last blocks, as many
+as the decode asked for.
 
 Everything runs from get_finished (once per model-runner step, forward or
 not): the engine's progress, the sends that can go, the rooms that ended.
@@ -21,15 +23,13 @@ import collections
 import dataclasses
 import logging
 import os
-import time
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 import numpy as np
 
 import kvferry
 
-from .mapping import CacheLayout, cache_layout, pack_user_data, parse_user_data, rank_map, \
-    tail_blocks
+from .mapping import CacheLayout, cache_layout, pack_user_data, rank_map, tail_blocks
 from .metadata import KVFerryConnectorMetadata, KVFerryHandshake, RecvSpec, SendSpec
 from .stats import KVFerryStats
 
@@ -89,7 +89,6 @@ def ranks(vllm_config: Any) -> Tuple[int, int, int, int]:
 class _Send:
     rid: str
     spec: SendSpec
-    deadline: float
     room: Optional[kvferry.Room] = None
     sent: bool = False
     deferred: bool = False
@@ -118,7 +117,7 @@ class WorkerSide:
         self.layout: Optional[CacheLayout] = None
         self.region: Optional[int] = None
         self._sends: Dict[str, _Send] = {}
-        self._pending: Dict[str, _Send] = {}  # sends whose room the decode has not asked for yet
+        self._pending: Dict[str, _Send] = {}  # sends whose room the next step creates
         self._recvs: Dict[str, _Recv] = {}
         # the watched rooms by handle (Engine.changed() names them so), and
         # the terminal ones not released yet, looked at every step
@@ -217,10 +216,8 @@ class WorkerSide:
         if meta.send and not self.producer:
             log.error("kvferry: sends %s for a consumer-only rank: ignored", sorted(meta.send))
             return
-        now = time.monotonic()
-        wait = self.engine.deadline_s("deadlines.bootstrap_s") or 30
         for rid, sspec in meta.send.items():
-            self._sends[rid] = self._pending[rid] = _Send(rid, sspec, now + wait)
+            self._sends[rid] = self._pending[rid] = _Send(rid, sspec)
 
     @property
     def eng(self) -> kvferry.Engine:
@@ -309,28 +306,27 @@ class WorkerSide:
         return out
 
     def _failure(self, room: kvferry.Room) -> str:
+        """The outcome's name: the failure's reason, or "no decode" for a
+        sender room whose bootstrap deadline passed before any decode rank
+        asked (its blocks were never read)."""
         try:
-            return room.failure().reason
+            reason = room.failure().reason
         except kvferry.KVFerryError:
             return "unknown"
+        if reason == "deadline" and room.role == "sender":
+            try:
+                room.user_data()
+            except kvferry.KVFerryError:  # -EAGAIN: no ROOM_INFO came
+                return "no decode"
+        return reason
 
     def _advance_sends(self, changed: List[Any]) -> Set[str]:
         done: Set[str] = set()
         eng = self.eng
         for rid, s in list(self._pending.items()):
-            n, user = eng.sender_pending(s.spec.room)
-            if n == 0:
-                if time.monotonic() >= s.deadline:
-                    # nothing was posted: the blocks are free to go
-                    log.warning("request %s: room %#x: no decode asked for it within "
-                                "deadlines.bootstrap_s; its blocks are freed", rid, s.spec.room)
-                    self._count("send no decode")
-                    done.add(rid)
-                    del self._sends[rid], self._pending[rid]
-                continue
             del self._pending[rid]
-            try:  # n == -1: the decode's ABORT came first; the room is created FAILED
-                s.room = eng.sender(s.spec.room, n=parse_user_data(user) if n > 0 else 1)
+            try:  # the decode's early ABORT, if one came, makes the room FAILED at once
+                s.room = eng.sender(s.spec.room, n=0)  # as many as the decode ranks say
             except kvferry.KVFerryError as e:
                 log.warning("request %s: room %#x: sender not created: %s", rid,
                             s.spec.room, e)
