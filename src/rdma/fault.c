@@ -271,7 +271,7 @@ void kvf_fault_report(void)
 
 static bool type_matches(const struct rule *r, const uint8_t *buf, uint32_t len)
 {
-	uint8_t t = len > 6 ? buf[6] : 0; /* byte 6: the type (proto.h) */
+	uint8_t t = len > KVF_PROTO_TYPE_OFF ? kvf_proto_frame_type(buf) : 0;
 
 	/* Connection setup is not faulted: AUTH frames before the peer's proof
 	 * never reach this hook (handshake.h), so none after it is either. */

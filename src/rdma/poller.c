@@ -157,7 +157,9 @@ static void on_recv(struct poller *p, struct kvf_conn *c, const struct ibv_wc *w
 
 		kvf_rdma_push(p->t, &ev);
 	} else {
-		if (wc->byte_len > 6 && (buf[6] == KVF_FR_ROOM_INFO || buf[6] == KVF_FR_ROOM_INFO_CONT))
+		uint8_t type = wc->byte_len > KVF_PROTO_TYPE_OFF ? kvf_proto_frame_type(buf) : 0;
+
+		if (type == KVF_FR_ROOM_INFO || type == KVF_FR_ROOM_INFO_CONT)
 			atomic_fetch_add_explicit(&p->t->st_info_bytes_rx, wc->byte_len,
 						  memory_order_relaxed);
 		/* Test builds: a fault may drop, hold, corrupt or repeat it. */
