@@ -121,7 +121,7 @@ void kvf_api_apply_early_peer(kvf_engine *eng, struct kvf_slot *r, uint16_t idx)
 			kvf_api_apply_early(eng, r, eng->peer_conns[idx * KVF_MAX_RAILS + k]);
 }
 
-int kvf_sender_create(kvf_engine *eng, uint64_t room_id, kvf_room *out)
+int kvf_api_sender_new(kvf_engine *eng, uint64_t room_id, uint8_t flags, kvf_room *out)
 {
 	struct kvf_slot *r;
 	int rc;
@@ -131,9 +131,15 @@ int kvf_sender_create(kvf_engine *eng, uint64_t room_id, kvf_room *out)
 	rc = kvf_room_new(eng, room_id, KVF_SENDER, true, &r);
 	if (rc)
 		return rc;
+	r->flags |= flags;
 	kvf_api_apply_early(eng, r, 0);
 	*out = kvf_room_handle(eng, r);
 	return 0;
+}
+
+int kvf_sender_create(kvf_engine *eng, uint64_t room_id, kvf_room *out)
+{
+	return kvf_api_sender_new(eng, room_id, 0, out);
 }
 
 /* One "host:port" of len bytes, the port numeric in [1, 65535]. */

@@ -48,6 +48,9 @@ static inline int kvf_api_state(kvf_engine *eng, struct kvf_slot *r)
  * a room just created or just bound: only an entry that conn left (0: any,
  * for a sender not bound yet). */
 void kvf_api_apply_early(kvf_engine *eng, struct kvf_slot *r, uint32_t conn);
+/* A sender room with flags (enum kvf_room_flag), the ROOM_INFOs parked for
+ * it applied (kvf_sender_create and its learned fan-out). */
+int kvf_api_sender_new(kvf_engine *eng, uint64_t room_id, uint8_t flags, kvf_room *out);
 /* The same from the connection of every rail to peer idx: a receiver room
  * is created before it is bound to one. */
 void kvf_api_apply_early_peer(kvf_engine *eng, struct kvf_slot *r, uint16_t idx);

@@ -48,18 +48,9 @@ int kvf_sender_create_fanout(kvf_engine *eng, uint64_t room_id, uint32_t n, kvf_
  * now, so that the bootstrap deadline runs from creation. */
 int kvf_sender_create_learned(kvf_engine *eng, uint64_t room_id, kvf_room *out)
 {
-	struct kvf_slot *r;
-	int rc;
-
-	if (!eng || !out)
-		return -EINVAL;
-	rc = kvf_room_new(eng, room_id, KVF_SENDER, true, &r);
-	if (rc)
-		return rc;
-	r->flags |= KVF_RF_LEARN;
-	kvf_api_apply_early(eng, r, 0);
-	*out = kvf_room_handle(eng, r);
-	return 0;
+	/* The flag before the parked ROOM_INFOs are applied: the first one
+	 * brings n. */
+	return kvf_api_sender_new(eng, room_id, KVF_RF_LEARN, out);
 }
 
 /* m senders, each a peer of its own: the receiver's ROOM_INFO goes to

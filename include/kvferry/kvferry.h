@@ -542,7 +542,9 @@ KVF_API int kvf_sender_user_data_k(kvf_engine *eng, kvf_room room, uint32_t k, v
  * that does not know how many decode ranks a room serves (SGLang's
  * required_dst_info_num is the decode's fact) read the first receiver's
  * user data, where such a fact travels, and then create the room with the
- * right n (kvf_sender_create_fanout). Copies min(buflen, its length) bytes
+ * right n (kvf_sender_create_fanout). kvf_sender_create_learned (fan.h)
+ * does that in the library, with the bootstrap deadline running from the
+ * room's creation: prefer it where the n travels in the fan-out tag. Copies min(buflen, its length) bytes
  * of the first parked ROOM_INFO's user data to buf and sets *len to its
  * length. Returns the number of parked ROOM_INFOs (>= 1), 0 when nothing
  * arrived (*len 0), -ECANCELED when the peer's ABORT arrived instead (a room
