@@ -227,7 +227,7 @@ void kvf_conn_start(struct kvf_conn *c)
 	struct addrinfo *ai = NULL, *src = NULL;
 	int rc;
 
-	atomic_store(&c->state, KVF_CONN_RESOLVING);
+	kvf_conn_set_state(c, KVF_CONN_RESOLVING, "started");
 	if (rdma_create_id(t->ech, &c->cm_id, (void *)(uintptr_t)c->id, RDMA_PS_TCP)) {
 		fail_connect(c, "rdma_create_id", errno);
 		return;
@@ -295,7 +295,7 @@ static void on_route_resolved(struct kvf_conn *c)
 		fail_connect(c, "creating the queue pair", -rc);
 		return;
 	}
-	atomic_store(&c->state, KVF_CONN_CONNECTING);
+	kvf_conn_set_state(c, KVF_CONN_CONNECTING, "route resolved, queue pair created");
 	/* rdma_connect copies the private data: it may live on the stack. */
 	cm_priv(c->t, c->hs.id.decode_nonce, 0, priv);
 	conn_param(c, priv, &p);
@@ -467,7 +467,7 @@ static struct rdma_cm_id *on_connect_request(struct kvf_rdma *t, struct rdma_cm_
 	c->peer_frame_max = tmp.peer_frame_max;
 	c->peer_mtu = tmp.peer_mtu;
 	c->hs.id = tmp.hs.id; /* the decode's nonce */
-	atomic_store(&c->state, KVF_CONN_CONNECTING);
+	kvf_conn_set_state(c, KVF_CONN_CONNECTING, "connect request taken");
 	set_id_options(c);
 	adopted = !kvf_conn_adopt(t, c);
 	rc = adopted ? accept_qp_up(c) : 0;
@@ -568,7 +568,9 @@ struct rdma_cm_id *kvf_conn_cm_event(struct kvf_rdma *t, struct rdma_cm_event *e
 	/* A connection torn down while its setup was under way (another QP of
 	 * its group went down) must not be taken further by an event of that
 	 * setup: a QP created and a state written back to CONNECTING would
-	 * make it DEAD twice, and the scheduler retire it twice. */
+	 * make it DEAD twice, and the scheduler retire it twice. The state
+	 * door (kvf_conn_set_state) would refuse the write, not the QP, the
+	 * connect or the handshake that go with it: they are refused here. */
 	if (atomic_load(&c->state) >= KVF_CONN_DEAD && setup_event(ev->event)) {
 		kvf_dbg("conn", "connection %u: %s after its teardown: ignored", c->id,
 			rdma_event_str(ev->event));

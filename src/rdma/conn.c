@@ -4,6 +4,7 @@
  * connection is cm.c. */
 #include "conn.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,64 @@ const char *kvf_conn_state_str(int s)
 	};
 
 	return s >= 0 && s < KVF_CONN_NUM_STATES ? names[s] : "?";
+}
+
+/* ------------------------------------------------------------ the door */
+
+#define TO(s) (1u << (s))
+
+/* The transitions a connection takes (conn.h, "Lifecycle"), each made by
+ * one path today:
+ *   NEW -> RESOLVING         kvf_conn_start (active side)
+ *   NEW -> CONNECTING        on_connect_request (passive side, cm.c)
+ *   RESOLVING -> CONNECTING  on_route_resolved: its QP created (cm.c)
+ *   CONNECTING -> AUTH       kvf_handshake_connect (on the accept, active)
+ *                            or kvf_handshake_accept (passive)
+ *   AUTH -> ESTABLISHED      kvf_conn_set_established: the peer's proof held
+ *   any of those -> DEAD     kvf_conn_teardown (kill_one), once; NEW too: a
+ *                            member of a group that went down unstarted
+ *   DEAD -> DESTROYED        kvf_conn_destroy, once drained (poller.c)
+ * Nothing else: no step back, no state written again, nothing out of DEAD
+ * but its destruction (a setup event after the teardown wrote CONNECTING
+ * over DEAD once, 48bfd10), nothing out of DESTROYED. */
+static const uint8_t conn_allowed[KVF_CONN_NUM_STATES] = {
+	[KVF_CONN_NEW] = TO(KVF_CONN_RESOLVING) | TO(KVF_CONN_CONNECTING) | TO(KVF_CONN_DEAD),
+	[KVF_CONN_RESOLVING] = TO(KVF_CONN_CONNECTING) | TO(KVF_CONN_DEAD),
+	[KVF_CONN_CONNECTING] = TO(KVF_CONN_AUTH) | TO(KVF_CONN_DEAD),
+	[KVF_CONN_AUTH] = TO(KVF_CONN_ESTABLISHED) | TO(KVF_CONN_DEAD),
+	[KVF_CONN_ESTABLISHED] = TO(KVF_CONN_DEAD),
+	[KVF_CONN_DEAD] = TO(KVF_CONN_DESTROYED),
+	[KVF_CONN_DESTROYED] = 0,
+};
+
+bool kvf_conn_transition_allowed(int from, int to)
+{
+	return from >= 0 && from < KVF_CONN_NUM_STATES && to >= 0 && to < KVF_CONN_NUM_STATES &&
+	       (conn_allowed[from] & TO(to));
+}
+
+bool kvf_conn_set_state(struct kvf_conn *c, enum kvf_conn_state to, const char *why)
+{
+	/* The poller is the only writer of state (no lock): what it reads is
+	 * its own last store, or NEW as kvf_conn_new made it before the
+	 * handoff. */
+	int from = atomic_load_explicit(&c->state, memory_order_relaxed);
+
+	assert(pthread_equal(pthread_self(), c->t->poller));
+	if (!kvf_conn_transition_allowed(from, (int)to)) {
+		kvf_err("conn", "connection %u (%s): state %s -> %s refused (%s): a bug; "
+			"it stays %s", c->id, c->peer, kvf_conn_state_str(from),
+			kvf_conn_state_str((int)to), why ? why : "", kvf_conn_state_str(from));
+		assert(!"connection state transition refused");
+		return false;
+	}
+	if (to == KVF_CONN_ESTABLISHED)
+		/* Release pairs with the load-acquire of state in conn_flush
+		 * (ctrl.c): peer_frame_max and the QP in RTS are seen with it. */
+		atomic_store_explicit(&c->state, KVF_CONN_ESTABLISHED, memory_order_release);
+	else
+		atomic_store(&c->state, (int)to);
+	return true;
 }
 
 /* ------------------------------------------------------------ table */
@@ -301,7 +360,7 @@ static bool kill_one(struct kvf_conn *c, uint16_t reason, const char *why, bool 
 	st = atomic_load(&c->state);
 	if (st >= KVF_CONN_DEAD)
 		return false;
-	atomic_store(&c->state, KVF_CONN_DEAD);
+	kvf_conn_set_state(c, KVF_CONN_DEAD, why);
 	kvf_proto_reasm_clear(&c->reasm); /* a ROOM_INFO cut short by the loss */
 	if (!stop_qp(c))
 		*unsafe = true;
@@ -446,7 +505,7 @@ void kvf_conn_destroy_owed(struct kvf_conn *c)
 
 void kvf_conn_destroy(struct kvf_conn *c)
 {
-	atomic_store(&c->state, KVF_CONN_DESTROYED);
+	kvf_conn_set_state(c, KVF_CONN_DESTROYED, "drained");
 	if (kvf_conn_destroy_qp(c)) {
 		/* Forgotten as before: its completions, if any, count as strays. */
 		kvf_warn("conn", "connection %u: ibv_destroy_qp(0x%x) failed", c->id, c->qp_num);
@@ -484,9 +543,10 @@ void kvf_conn_set_established(struct kvf_conn *c, const char *how)
 	 * it has must not be given twice. */
 	kvf_live_start(&c->live, &c->t->watch,
 		       (uint64_t)c->t->cfg.heartbeat_interval_ms * 1000000ull, now);
-	/* Release pairs with the load-acquire of state in conn_flush (ops.c):
-	 * peer_frame_max and the QP in RTS are seen with it. */
-	atomic_store_explicit(&c->state, KVF_CONN_ESTABLISHED, memory_order_release);
+	/* Stored with release (the door): peer_frame_max and the QP in RTS are
+	 * seen with it by conn_flush (ctrl.c). */
+	if (!kvf_conn_set_state(c, KVF_CONN_ESTABLISHED, how ? how : "established"))
+		return;
 	c->was_established = true;
 	kvf_info("conn", "connection %u %s %s established (qp 0x%x%s%s)", c->id,
 		 c->active ? "to" : "from", c->peer, c->qp_num, how ? ", " : "", how ? how : "");

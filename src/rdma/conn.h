@@ -22,8 +22,11 @@
  * Frames are the rail's, not the connection's (frames.h): its receives come
  * from the rail's shared receive queue, its sends from the rail's pool.
  *
- * Lifecycle (every transition on the poller thread):
+ * Lifecycle (every transition on the poller thread, through one door,
+ * kvf_conn_set_state, and its table, kvf_conn_transition_allowed):
  *   NEW -> RESOLVING -> CONNECTING -> AUTH -> ESTABLISHED -> DEAD -> DESTROYED
+ * DEAD from any state before it; nothing out of DEAD but DESTROYED, nothing
+ * out of DESTROYED.
  * The passive side starts at CONNECTING (a connect request being taken)
  * and is AUTH from its accept. AUTH: the QP is in RTS, the token's proofs
  * are exchanged by the poller (handshake.h); nothing else is posted or
@@ -85,6 +88,8 @@ enum kvf_conn_state {
 	KVF_CONN_NUM_STATES
 };
 const char *kvf_conn_state_str(int s);
+/* The table of the transitions a connection may take (conn.c; no device). */
+bool kvf_conn_transition_allowed(int from, int to);
 
 /* What the peer's HELLO told us: its regions; written once by the poller
  * before any ROOM_INFO of that peer is pushed, so the ring orders it for
@@ -130,7 +135,8 @@ struct kvf_conn {
 	char peer[KVF_CFG_STR + 64];   /* "host:port" asked for, or the remote address */
 
 	atomic_int state;              /* enum kvf_conn_state; written by the poller
-	                                  only; ESTABLISHED is a release */
+	                                  only, by kvf_conn_set_state (kvf_conn_new
+	                                  inits it NEW); ESTABLISHED is a release */
 	struct rdma_cm_id *cm_id;
 	struct kvf_send_cq *scq;       /* the rail's CQ its sends complete in (sendcq.h):
 	                                  a slot there until the QP is destroyed */
@@ -270,6 +276,12 @@ void kvf_conn_put(struct kvf_conn *c);
 /* ------------------------------------------------------ poller thread */
 
 /* Start an active connection: create the id, resolve the address. */
+/* Poller: the one writer of c->state. A move the table refuses is a bug:
+ * asserted, and in a build without asserts logged (both states, the
+ * connection, why) and not made: the state stays. Returns whether it moved.
+ * ESTABLISHED is stored with release (its pair: conn_flush, ctrl.c), every
+ * other state seq_cst. */
+bool kvf_conn_set_state(struct kvf_conn *c, enum kvf_conn_state to, const char *why);
 void kvf_conn_start(struct kvf_conn *c);
 /* Handle one rdma_cm event (not yet acked). Returns an id the caller must
  * destroy after acking the event (a rejected request), or NULL. */

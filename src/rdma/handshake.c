@@ -138,7 +138,7 @@ void kvf_handshake_connect(struct kvf_conn *c)
 	int rc;
 
 	c->hs.start_ns = kvf_monotonic_ns();
-	atomic_store(&c->state, KVF_CONN_AUTH);
+	kvf_conn_set_state(c, KVF_CONN_AUTH, "the peer accepted: we prove first");
 	/* The connecting side proves first (auth.h: why). */
 	rc = post_proof(c);
 	if (rc) {
@@ -151,7 +151,7 @@ void kvf_handshake_connect(struct kvf_conn *c)
 void kvf_handshake_accept(struct kvf_conn *c)
 {
 	c->hs.start_ns = kvf_monotonic_ns();
-	atomic_store(&c->state, KVF_CONN_AUTH);
+	kvf_conn_set_state(c, KVF_CONN_AUTH, "we accepted: the peer's proof is due");
 }
 
 /* The peer's proof held: the prefill answers with its own (before
