@@ -13,7 +13,11 @@
 # connections, its frame memory (kvf_stats frame_bytes), the decodes' the
 # same, and the time from the prefill's start to every room SUCCESS.
 #
-#   scripts/bench-scale.sh [--conns "1 16 128 1024"] [--out DIR]
+#   scripts/bench-scale.sh [--conns "1 16 128 1024"] [--window W|all] [--out DIR]
+#
+# --window: decode engines a process connects at once (4; "all": a storm,
+# each process's engines all at once). Each decode engine's setup (its open
+# to its room's SUCCESS) is reported, median and slowest.
 #
 # Writes DIR/raw/N.log, DIR/scale.json and DIR/scale.svg (memory and
 # setup time against N). KVF_VM_MEM (MiB) defaults to 6144 here.
@@ -23,12 +27,13 @@ KVF_PROG=bench-scale
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$KVF_REPO"
 
-peers="1 16 128 1024" inner=0
+peers="1 16 128 1024" inner=0 window=4
 out=${KVF_BUILD_DIR:-build}/bench-scale
 while [ $# -gt 0 ]; do
 	case $1 in
 	--conns) peers=${2:?}; shift 2 ;;
 	--out) out=${2:?}; shift 2 ;;
+	--window) window=${2:?}; shift 2 ;;
 	--inner) inner=1; shift ;;
 	-h|--help) sed -n '2,/^set -euo/{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "bench-scale: unknown argument $1" >&2; exit 2 ;;
@@ -44,10 +49,10 @@ if [ $inner = 1 ]; then
 		qps=$((n / engines))
 		procs=$((engines < 8 ? engines : 8))
 		echo "== $n connections: $engines decode engines x $qps QPs, $procs decode processes"
-		KVF_SCEN=scale-$n RDMA_P="" KB_ENGINE=2000 KB_CONN=600 \
+		KVF_SCEN=scale-$n RDMA_P="" KB_ENGINE=2000 KB_CONN=600 WINDOW=$window \
 			bash tests/rxe/scenarios/conns.sh "$build" "$KVF_RXE_DEV0" "$KVF_RXE_ADDR0" \
 			"$KVF_RXE_DEV1" "$KVF_RXE_ADDR1" many "$engines" "$procs" "$qps" > "$out/raw/$n.log" 2>&1 || true
-		grep -E '^(PASS|FAIL)|^scale:|per connection|frames:|this guest' "$out/raw/$n.log" || true
+		grep -E '^(PASS|FAIL)|^scale:|per connection|frames:|setup|this guest' "$out/raw/$n.log" || true
 	done
 	exit 0
 fi
@@ -55,5 +60,5 @@ fi
 rm -rf "$out"
 mkdir -p "$out"
 KVF_VM_MEM=${KVF_VM_MEM:-6144} scripts/rxe-vm.sh --devices 2 --rw --timeout "${KVF_VM_TIMEOUT:-2400}" -- \
-	scripts/bench-scale.sh --inner --conns "$peers" --out "$out"
+	scripts/bench-scale.sh --inner --conns "$peers" --window "$window" --out "$out"
 python3 scripts/bench_scale_report.py "$out"

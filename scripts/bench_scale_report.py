@@ -18,7 +18,13 @@ def parse(path):
     m = re.search(r"^scale: (.*)$", text, re.M)
     if not m:
         return None
-    row = {k: float(v) for k, v in re.findall(r"(\w+)=([-0-9.]+)", m.group(1))}
+    row = {}
+    for k, v in re.findall(r"(\w+)=(\S+)", m.group(1)):
+        try:
+            row[k] = float(v)
+        except ValueError:
+            row[k] = v  # window=all
+
     row["passed"] = bool(re.search(r"^PASS", text, re.M))
     return row
 
@@ -38,6 +44,9 @@ def derive(r):
         "decode_pinned_kib_per_engine": (r["decode_pin_kb"] - r["decode_pin0_kb"]) / e,
         "decode_rss_kib_per_engine": (r["decode_rss_kb"] - r["decode_rss0_kb"]) / e,
         "setup_s": r["setup_s"], "setup_ms_per_conn": 1000 * r["setup_s"] / c,
+        # a decode engine's open to its room's SUCCESS: its connection's setup
+        "engine_setup_p50_s": r.get("lat_p50_s"), "engine_setup_max_s": r.get("lat_max_s"),
+        "window": r.get("window"),
     }
 
 
@@ -78,7 +87,8 @@ def svg(rows, path):
     body = panel(0, [("prefill pinned KiB/connection", [r["prefill_pinned_kib_per_conn"] for r in rows], "#c33"),
                      ("prefill RSS KiB/connection", [r["prefill_rss_kib_per_conn"] for r in rows], "#36c")],
                  "prefill memory per connection", "KiB")
-    body += panel(w / 2, [("every room SUCCESS, s", [r["setup_s"] for r in rows], "#393")],
+    body += panel(w / 2, [("every room SUCCESS, s", [r["setup_s"] for r in rows], "#393"),
+                          ("slowest decode engine, s", [r["engine_setup_max_s"] or 0 for r in rows], "#c93")],
                   "setup: prefill start to the last room", "s")
     with open(path, "w") as f:
         f.write(f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}">\n')
@@ -95,13 +105,14 @@ def main():
             rows.append(derive(r))
     print(f"{'conns':>6} {'engines':>7} {'qps':>4} {'pass':>5} {'p frames KiB':>12} "
           f"{'p pin/conn':>10} {'p rss/conn':>10} {'d pin/eng':>10} {'d rss/eng':>10} "
-          f"{'setup s':>8} {'ms/conn':>8}")
+          f"{'setup s':>8} {'ms/conn':>8} {'eng p50 s':>9} {'eng max s':>9}")
     for r in rows:
         print(f"{r['connections']:>6} {r['decode_engines']:>7} {r['qps_per_peer']:>4} "
               f"{str(r['passed']):>5} {r['prefill_fixed_frame_kib']:>12.0f} "
               f"{r['prefill_pinned_kib_per_conn']:>10.1f} {r['prefill_rss_kib_per_conn']:>10.1f} "
               f"{r['decode_pinned_kib_per_engine']:>10.1f} {r['decode_rss_kib_per_engine']:>10.1f} "
-              f"{r['setup_s']:>8.2f} {r['setup_ms_per_conn']:>8.2f}")
+              f"{r['setup_s']:>8.2f} {r['setup_ms_per_conn']:>8.2f} "
+              f"{r['engine_setup_p50_s'] or 0:>9.3f} {r['engine_setup_max_s'] or 0:>9.3f}")
     with open(os.path.join(d, "scale.json"), "w") as f:
         json.dump({"rows": rows}, f, indent=1)
     svg(rows, os.path.join(d, "scale.svg"))

@@ -35,6 +35,14 @@
  * QP of its peer's group; the others may still be connecting).
  * --until-s S (prefill): after S seconds the rooms not terminal are aborted
  * and counted failed (the cap mode, whose refused peers never come).
+ * --doomed A:B (prefill): the receivers of room indexes A .. B-1 may be
+ * killed (the storm mode): one of them that fails (its peer lost) is cut,
+ * not failed; once every other room is terminal those not terminal yet are
+ * aborted and cut too; then, with --expect-conns N,
+ * the prefill also waits up to 90 s for its connections to fall back to N
+ * (the killed peers' torn down) and prints that count as conns_end.
+ * Decode: lat_p50_s / lat_max_s, each engine's time from its open to its
+ * room's SUCCESS (a connection's setup, with one small room).
  * Exit: 0 every room SUCCESS (or, with --allow-fail, terminal) and no bad
  * byte, 2 timeout, 1 otherwise.
  */
@@ -59,6 +67,7 @@ struct opts {
 	uint32_t rooms, engines, index, pages, src_pool, window, expect_conns;
 	uint64_t first_id;
 	double timeout_s, until_s;
+	uint32_t doomed_a, doomed_b;
 	bool allow_fail;
 };
 
@@ -68,6 +77,7 @@ struct side {
 	kvf_room room;
 	uint8_t st; /* 0 none, 1 live, 2 terminal */
 	bool sent;
+	double t_open, lat; /* decode: its open; open to SUCCESS, -1 none */
 };
 
 struct mem {
@@ -81,8 +91,8 @@ struct run {
 	kvf_room *rooms; /* prefill */
 	uint8_t *rst;    /* prefill: per room, as side.st */
 	bool *rsent;
-	uint32_t opened, ok, failed, live;
-	uint64_t bad, checked, live_max, held, over_max;
+	uint32_t opened, ok, failed, live, cut;
+	uint64_t bad, checked, live_max, live_now, held, over_max;
 	struct mem m0, m;
 	uint64_t frame_bytes;
 	double t0, t_setup;
@@ -93,7 +103,8 @@ static void usage(void)
 	fprintf(stderr, "usage: conns_driver --role prefill|decode --config FILE [--set K=V]...\n"
 		"  [--rooms R] [--engines E --index K] [--pages P (4)] [--src-pool N (64)]\n"
 		"  [--first-id ID (0x5000)] [--window W (8)] [--timeout S (150)]\n"
-		"  [--done-file PATH] [--ready-file PATH] [--until-s S] [--allow-fail]\n");
+		"  [--done-file PATH] [--ready-file PATH] [--until-s S] [--allow-fail]\n"
+		"  [--expect-conns N] [--doomed A:B]\n");
 	exit(1);
 }
 
@@ -126,6 +137,7 @@ static void parse(int argc, char **argv, struct opts *o)
 		else if (!strcmp(a, "--window")) o->window = (uint32_t)strtoul(v, NULL, 0);
 		else if (!strcmp(a, "--timeout")) o->timeout_s = strtod(v, NULL);
 		else if (!strcmp(a, "--until-s")) o->until_s = strtod(v, NULL);
+		else if (!strcmp(a, "--doomed") && sscanf(v, "%u:%u", &o->doomed_a, &o->doomed_b) == 2);
 		else usage();
 	}
 	if (!o->role || !o->config || !o->pages || !o->src_pool || !o->window || !o->engines ||
@@ -197,6 +209,7 @@ static void sample(struct run *u)
 	}
 	u->held = held;
 	u->over_max = over;
+	u->live_now = live;
 	if (frames > u->frame_bytes)
 		u->frame_bytes = frames;
 	if (live > u->live_max || (live == u->live_max && live)) {
@@ -233,6 +246,29 @@ static void send_room(struct run *u, uint32_t i)
 	u->rsent[i] = true;
 }
 
+static bool doomed(const struct run *u, uint32_t i)
+{
+	return i >= u->o.doomed_a && i < u->o.doomed_b;
+}
+
+/* --doomed: once only the doomed rooms are live, they are aborted and
+ * released uncounted (their receivers were killed). */
+static void cut_doomed(struct run *u)
+{
+	for (uint32_t i = 0; i < u->o.rooms; i++)
+		if (u->rst[i] == 1 && !doomed(u, i))
+			return;
+	for (uint32_t i = 0; i < u->o.rooms; i++) {
+		if (u->rst[i] != 1)
+			continue;
+		kvf_abort(u->s[0].eng, u->rooms[i]);
+		kvf_release(u->s[0].eng, u->rooms[i]);
+		u->rst[i] = 2;
+		u->live--;
+		u->cut++;
+	}
+}
+
 static void prefill_turn(struct run *u)
 {
 	kvf_engine *eng = u->s[0].eng;
@@ -246,13 +282,18 @@ static void prefill_turn(struct run *u)
 		st = kvf_poll(eng, u->rooms[i]);
 		if (!u->rsent[i] && st == KVF_WAITING_FOR_INPUT)
 			send_room(u, i);
-		if (st == KVF_SUCCESS || st == KVF_FAILED) {
+		if (st == KVF_FAILED && doomed(u, i))
+			u->cut++;
+		else if (st == KVF_SUCCESS || st == KVF_FAILED)
 			report(u, i, st, eng, u->rooms[i]);
+		if (st == KVF_SUCCESS || st == KVF_FAILED) {
 			kvf_release(eng, u->rooms[i]);
 			u->rst[i] = 2;
 			u->live--;
 		}
 	}
+	if (u->o.doomed_b)
+		cut_doomed(u);
 }
 
 static int prefill_setup(struct run *u)
@@ -310,6 +351,14 @@ static int prefill_run(struct run *u)
 		sample(u);
 		kvf_engine_wait(u->s[0].eng, 5);
 	}
+	/* The killed peers' connections: gone by their auth timeout or their
+	 * heartbeat misses. */
+	for (double end = kvt_mono() + 90; u->o.doomed_b && u->live_now > u->o.expect_conns &&
+	     kvt_mono() < end;) {
+		kvf_progress(u->s[0].eng);
+		sample(u);
+		kvf_engine_wait(u->s[0].eng, 20);
+	}
 	if (u->o.done_file && (f = fopen(u->o.done_file, "w")))
 		fclose(f);
 	return 0;
@@ -321,6 +370,8 @@ static int decode_open(struct run *u, uint32_t e)
 	uint32_t blocks[64];
 	int rc = open_engine(u, e, &s->eng);
 
+	s->t_open = kvt_mono();
+	s->lat = -1;
 	if (!rc)
 		rc = pool(s, u->o.pages, false);
 	if (!rc)
@@ -364,8 +415,10 @@ static void decode_turn(struct run *u)
 		st = kvf_poll(s->eng, s->room);
 		if (st != KVF_SUCCESS && st != KVF_FAILED)
 			continue;
-		if (st == KVF_SUCCESS)
+		if (st == KVF_SUCCESS) {
 			decode_check(u, e);
+			s->lat = kvt_mono() - s->t_open;
+		}
 		report(u, u->o.index + e, st, s->eng, s->room);
 		kvf_release(s->eng, s->room);
 		s->st = 2;
@@ -406,8 +459,34 @@ static int decode_run(struct run *u)
 	return 0;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Decode: the median and the most of the engines' open-to-SUCCESS times. */
+static void latencies(const struct run *u, double *p50, double *max)
+{
+	double *v = calloc(u->opened + 1, sizeof(*v));
+	uint32_t n = 0;
+
+	*p50 = *max = 0;
+	for (uint32_t e = 0; v && !u->prefill && e < u->opened; e++)
+		if (u->s[e].lat >= 0)
+			v[n++] = u->s[e].lat;
+	if (n) {
+		qsort(v, n, sizeof(*v), cmp_double);
+		*p50 = v[n / 2];
+		*max = v[n - 1];
+	}
+	free(v);
+}
+
 int main(int argc, char **argv)
 {
+	double p50, max;
 	struct run u = {0};
 	uint32_t n;
 	int rc;
@@ -431,13 +510,15 @@ int main(int argc, char **argv)
 	} else {
 		rc = decode_run(&u);
 	}
+	latencies(&u, &p50, &max);
 	printf("driver: role=%s rooms=%u ok=%u failed=%u bad_bytes=%" PRIu64 " checked_bytes=%"
 	       PRIu64 " conns_live_max=%" PRIu64 " conns_held=%" PRIu64 " conns_over_max=%" PRIu64
 	       " pin0_kb=%ld pin_kb=%ld rss0_kb=%ld rss_kb=%ld frame_kb=%" PRIu64
-	       " setup_s=%.2f seconds=%.2f\n",
+	       " setup_s=%.2f seconds=%.2f lat_p50_s=%.3f lat_max_s=%.3f cut=%u conns_end=%" PRIu64
+	       "\n",
 	       u.o.role, u.prefill ? u.o.rooms : u.o.engines, u.ok, u.failed, u.bad, u.checked,
 	       u.live_max, u.held, u.over_max, u.m0.pin_kb, u.m.pin_kb, u.m0.rss_kb, u.m.rss_kb,
-	       u.frame_bytes / 1024, u.t_setup, kvt_mono() - u.t0);
+	       u.frame_bytes / 1024, u.t_setup, kvt_mono() - u.t0, p50, max, u.cut, u.live_now);
 	for (uint32_t e = 0; e < u.opened; e++)
 		kvf_engine_close(u.s[e].eng);
 	if (rc)

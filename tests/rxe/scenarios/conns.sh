@@ -13,6 +13,14 @@
 #         at once (past the old fixed table of 1,024 when that is more),
 #         every room SUCCESS on both sides, nothing refused; prints the
 #         pinned memory (VmPin) and RSS per connection on both sides
+#         WINDOW: engines a decode process connects at once (4; "all": a
+#         storm, every engine at once); each decode reports its engines'
+#         open-to-SUCCESS times (lat_p50_s, lat_max_s)
+#         KILL=K: a storm with the first K decode processes SIGKILLed
+#         KILL_AFTER_S (1) after they start, mid-handshake: every other
+#         room SUCCESS, and the prefill's connections fall back to the
+#         survivors' (the killed peers' torn down by their auth timeout or
+#         heartbeat)
 #   cap:  the prefill's rdma.max_conns = 6 and 4 decode engines of 2 QPs:
 #         three get their connections and rooms, the fourth is refused
 #         (-ENOSPC, counted in conns_over_max, the log line names the key)
@@ -41,16 +49,32 @@ CONF
 }
 
 # run_decodes ENGINES PROCS QPS : PROCS processes, ENGINES engines in all
+# (engines per process: decode_engines K ENGINES PROCS; the first of
+# process K: decode_first K ENGINES PROCS)
+decode_first() { echo $(($1 * $2 / $3)); }
+decode_engines() { echo $((($1 + 1) * $2 / $3 - $1 * $2 / $3)); }
 run_decodes() {
-	local engines=$1 procs=$2 k e0=0 per
+	local engines=$1 procs=$2 k per win
 	for ((k = 0; k < procs; k++)); do
-		per=$(((engines - e0) / (procs - k)))
+		per=$(decode_engines "$k" "$engines" "$procs")
+		win=${WINDOW:-4}
+		[ "$win" = all ] && win=$per
 		timeout -k 5 300 "$DRV" --role decode --config "$W/d.conf" --engines "$per" \
-			--index "$e0" --window 4 --timeout 290 --done-file "$W/done" \
-			> "$W/d$k.out" 2> "$W/d$k.log" &
+			--index "$(decode_first "$k" "$engines" "$procs")" --window "$win" --timeout 290 \
+			--done-file "$W/done" ${KILL:+--allow-fail} > "$W/d$k.out" 2> "$W/d$k.log" &
 		CHILDREN+=("$!")
 		eval "pid_d$k=$!"
-		e0=$((e0 + per))
+	done
+}
+
+# kill_decodes K: SIGKILL the first K decode processes (their driver, the
+# child of timeout)
+kill_decodes() {
+	local k pid child
+	for ((k = 0; k < $1; k++)); do
+		eval "pid=\$pid_d$k"
+		child=$(pgrep -P "$pid" | head -n1)
+		[ -n "$child" ] && kill -KILL "$child"
 	done
 }
 
@@ -70,24 +94,35 @@ many)
 		engines=$fit
 	fi
 	[ "$engines" -ge 1 ] || fail "no memory for one decode engine"
-	want=$((engines * qps))
+	kill=${KILL:-0}
+	dk=$(decode_first "$kill" "$engines" "$procs") # the killed processes' engines
+	want=$(((engines - dk) * qps))
 	MAX_ROOMS=$((engines + 16)) conf "$W/p.conf" prefill "${RDMA_P-$small}"
 	conf "$W/d.conf" decode "qps_per_peer = $qps; poll_idle_us = 0; ${RDMA_D-$small}"
 	timeout -k 5 300 "$DRV" --role prefill --config "$W/p.conf" --rooms "$engines" \
 		--timeout 290 --expect-conns "$want" --ready-file "$W/ready" --done-file "$W/done" \
-		> "$W/p.out" 2> "$W/p.log" &
+		${KILL:+--doomed 0:$dk} > "$W/p.out" 2> "$W/p.log" &
 	CHILDREN+=("$!")
 	pid_p=$!
 	wait_file "$W/ready" 30 || { show "$W/p.out" "$W/p.log"; fail "prefill not ready in 30 s"; }
-	note "prefill on $DEV0; $engines decode engines x $qps QPs in $procs processes on $DEV1: $want connections"
+	note "prefill on $DEV0; $engines decode engines x $qps QPs in $procs processes on $DEV1," \
+		"${WINDOW:-4} connecting at once per process: $((engines * qps)) connections"
 	run_decodes "$engines" "$procs" "$qps"
+	if [ "$kill" -gt 0 ]; then
+		sleep "${KILL_AFTER_S:-1}"
+		kill_decodes "$kill"
+		note "$kill decode processes ($dk engines) SIGKILLed at $(now)"
+	fi
 	wait "$pid_p"; rc_p=$?
-	sums=(0 0 0 0 0 0 0 0)
+	sums=(0 0 0 0 0 0 0 0) lat_max=0 lat_p50=
 	for ((k = 0; k < procs; k++)); do
 		eval "wait \$pid_d$k"; rc=$?
+		[ "$k" -lt "$kill" ] && continue
 		out=$W/d$k.out
 		grep '^driver: role=' "$out" | tail -n1
 		[ "$rc" = 0 ] || { show "$out" "$W/d$k.log"; fail "decode process $k exit $rc"; }
+		fgt "$(summary "$out" lat_max_s)" "$lat_max" && lat_max=$(summary "$out" lat_max_s)
+		lat_p50+=" $(summary "$out" lat_p50_s)"
 		sums[0]=$((sums[0] + $(summary "$out" ok)))
 		sums[1]=$((sums[1] + $(summary "$out" bad_bytes)))
 		sums[2]=$((sums[2] + $(summary "$out" checked_bytes)))
@@ -99,11 +134,25 @@ many)
 	done
 	grep '^driver: role=' "$W/p.out" | tail -n1
 	[ "$rc_p" = 0 ] || { show "$W/p.out" "$W/p.log"; fail "prefill exit $rc_p"; }
-	[ "$(summary "$W/p.out" ok)" = "$engines" ] || fail "prefill: ok $(summary "$W/p.out" ok) of $engines"
-	[ "${sums[0]}" = "$engines" ] || fail "decodes: ok ${sums[0]} of $engines"
+	pok=$(summary "$W/p.out" ok) cut=$(summary "$W/p.out" cut)
+	[ "$(summary "$W/p.out" failed)" = 0 ] || { show "$W/p.out"; fail "prefill: rooms failed"; }
+	[ $((pok + cut)) = "$engines" ] && [ "$cut" -le "$dk" ] ||
+		fail "prefill: ok $pok, $cut of the killed peers' rooms cut, of $engines"
+	[ "${sums[0]}" = $((engines - dk)) ] || fail "decodes: ok ${sums[0]} of $((engines - dk))"
 	[ "${sums[1]}" = 0 ] || fail "decodes: ${sums[1]} bad bytes"
-	[ "${sums[2]}" = $((engines * 4 * 4096)) ] || fail "decodes: checked ${sums[2]} bytes"
+	[ "${sums[2]}" = $(((engines - dk) * 4 * 4096)) ] || fail "decodes: checked ${sums[2]} bytes"
 	live=$(summary "$W/p.out" conns_live_max)
+	lat_p50=$(printf '%s\n' $lat_p50 | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
+	note "setup (a decode engine's open to its room's SUCCESS): median of the processes' medians" \
+		"$lat_p50 s, the slowest $lat_max s"
+	if [ "$kill" -gt 0 ]; then
+		end=$(summary "$W/p.out" conns_end)
+		[ "$end" = "$want" ] || { show "$W/p.log"; fail "prefill holds $end connections after the killed peers, not $want"; }
+		note "killed peers: $cut of their $dk rooms cut on the prefill; its connections $live at most, $end after"
+		pass "storm with $dk of $engines decode engines killed mid-setup: every other room SUCCESS" \
+			"(${sums[2]} bytes checked), the prefill back to the survivors' $want connections," \
+			"slowest setup $lat_max s"
+	fi
 	[ "$live" = "$want" ] || { show "$W/p.log"; fail "prefill held $live connections at most, not $want"; }
 	[ "$(summary "$W/p.out" conns_over_max)" = 0 ] || fail "prefill refused connections"
 	ppin=$(kb_per "$(summary "$W/p.out" pin0_kb)" "$(summary "$W/p.out" pin_kb)" "$live")
@@ -116,7 +165,8 @@ many)
 		"prefill_pin_kb=$(summary "$W/p.out" pin_kb) prefill_rss0_kb=$(summary "$W/p.out" rss0_kb)" \
 		"prefill_rss_kb=$(summary "$W/p.out" rss_kb) prefill_frame_kb=$(summary "$W/p.out" frame_kb)" \
 		"decode_pin0_kb=${sums[4]} decode_pin_kb=${sums[5]} decode_rss0_kb=${sums[6]}" \
-		"decode_rss_kb=${sums[7]} setup_s=$(summary "$W/p.out" setup_s)"
+		"decode_rss_kb=${sums[7]} setup_s=$(summary "$W/p.out" setup_s)" \
+		"lat_p50_s=$lat_p50 lat_max_s=$lat_max window=${WINDOW:-4}"
 	note "prefill: $live connections at once; every room SUCCESS after $(summary "$W/p.out" setup_s) s"
 	pass "$live connections to one prefill at once ($engines decode engines x $qps QPs, $procs processes)," \
 		"every room SUCCESS, ${sums[2]} bytes checked; pinned per connection: prefill $ppin KiB," \
