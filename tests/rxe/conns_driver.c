@@ -41,6 +41,9 @@
  * aborted and cut too; then, with --expect-conns N,
  * the prefill also waits up to 90 s for its connections to fall back to N
  * (the killed peers' torn down) and prints that count as conns_end.
+ * --die-ms MS (decode): SIGKILL itself MS after its last engine's room
+ * asked for its connection (the storm's peers killed mid-setup: a shell's
+ * kill comes too late in a loaded guest).
  * Decode: lat_p50_s / lat_max_s, each engine's time from its open to its
  * room's SUCCESS (a connection's setup, with one small room).
  * Exit: 0 every room SUCCESS (or, with --allow-fail, terminal) and no bad
@@ -48,6 +51,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,7 +70,7 @@ struct opts {
 	size_t nsets;
 	uint32_t rooms, engines, index, pages, src_pool, window, expect_conns;
 	uint64_t first_id;
-	double timeout_s, until_s;
+	double timeout_s, until_s, die_ms;
 	uint32_t doomed_a, doomed_b;
 	bool allow_fail;
 };
@@ -137,6 +141,7 @@ static void parse(int argc, char **argv, struct opts *o)
 		else if (!strcmp(a, "--window")) o->window = (uint32_t)strtoul(v, NULL, 0);
 		else if (!strcmp(a, "--timeout")) o->timeout_s = strtod(v, NULL);
 		else if (!strcmp(a, "--until-s")) o->until_s = strtod(v, NULL);
+		else if (!strcmp(a, "--die-ms")) o->die_ms = strtod(v, NULL);
 		else if (!strcmp(a, "--doomed") && sscanf(v, "%u:%u", &o->doomed_a, &o->doomed_b) == 2);
 		else usage();
 	}
@@ -441,6 +446,9 @@ static int decode_run(struct run *u)
 		while (u->opened < u->o.engines && u->live < u->o.window)
 			if (decode_open(u, u->opened++))
 				return 1;
+		if (u->o.die_ms && u->opened == u->o.engines &&
+		    (now - u->s[u->opened - 1].t_open) * 1000 > u->o.die_ms)
+			raise(SIGKILL);
 		decode_turn(u);
 		if (now - last > 0.2) {
 			sample(u);

@@ -229,9 +229,10 @@ TESTS=(
 	# 256 connections in the suite (beside its background tests; the 1,104 of
 	# docs/performance.md need KVF_VM_MEM=6144 and KVF_CONNS_ENGINES=69)
 	"kvf_conns_many|330|\$repo/tests/rxe/scenarios/conns.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 many \${KVF_CONNS_ENGINES:-16} 2 16"
-	# issue 42: a storm, every decode engine connecting at once, one decode
-	# process of 10 SIGKILLed a second in (mid-handshake): every other room
-	# SUCCESS, the prefill back to the survivors' connections
+	# issue 42: a storm, every decode engine connecting at once, the last
+	# decode process of 10 SIGKILLs itself 300 ms into its connections' setup:
+	# every other room SUCCESS, the prefill back to the survivors'
+	# connections
 	"kvf_conns_storm|300|env WINDOW=all KILL=1 \$repo/tests/rxe/scenarios/conns.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1 many 40 10 2"
 	"kvf_reject_token|150|\$repo/tests/rxe/scenarios/reject.sh \$build \$DEV0 \$ADDR0 \$DEV1 \$ADDR1"
 	# issue 43: a second peer's ABORTs take room ids a good decode uses; the

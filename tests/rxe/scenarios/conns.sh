@@ -16,8 +16,9 @@
 #         WINDOW: engines a decode process connects at once (4; "all": a
 #         storm, every engine at once); each decode reports its engines'
 #         open-to-SUCCESS times (lat_p50_s, lat_max_s)
-#         KILL=K: a storm with the first K decode processes SIGKILLed
-#         KILL_AFTER_S (1) after they start, mid-handshake: every other
+#         KILL=K: a storm with the last K decode processes (the last
+#         started) SIGKILLing themselves KILL_MS (300) after their rooms
+#         asked for their connections, mid-setup: every other
 #         room SUCCESS, and the prefill's connections fall back to the
 #         survivors' (the killed peers' torn down by their auth timeout or
 #         heartbeat)
@@ -54,27 +55,18 @@ CONF
 decode_first() { echo $(($1 * $2 / $3)); }
 decode_engines() { echo $((($1 + 1) * $2 / $3 - $1 * $2 / $3)); }
 run_decodes() {
-	local engines=$1 procs=$2 k per win
+	local engines=$1 procs=$2 k per win info
 	for ((k = 0; k < procs; k++)); do
 		per=$(decode_engines "$k" "$engines" "$procs")
 		win=${WINDOW:-4}
 		[ "$win" = all ] && win=$per
+		info=() # the processes to be killed
+		[ "$k" -ge $((procs - ${KILL:-0})) ] && info=(--die-ms "${KILL_MS:-300}")
 		timeout -k 5 300 "$DRV" --role decode --config "$W/d.conf" --engines "$per" \
 			--index "$(decode_first "$k" "$engines" "$procs")" --window "$win" --timeout 290 \
-			--done-file "$W/done" ${KILL:+--allow-fail} > "$W/d$k.out" 2> "$W/d$k.log" &
+			--done-file "$W/done" ${KILL:+--allow-fail} "${info[@]}" > "$W/d$k.out" 2> "$W/d$k.log" &
 		CHILDREN+=("$!")
 		eval "pid_d$k=$!"
-	done
-}
-
-# kill_decodes K: SIGKILL the first K decode processes (their driver, the
-# child of timeout)
-kill_decodes() {
-	local k pid child
-	for ((k = 0; k < $1; k++)); do
-		eval "pid=\$pid_d$k"
-		child=$(pgrep -P "$pid" | head -n1)
-		[ -n "$child" ] && kill -KILL "$child"
 	done
 }
 
@@ -95,13 +87,14 @@ many)
 	fi
 	[ "$engines" -ge 1 ] || fail "no memory for one decode engine"
 	kill=${KILL:-0}
-	dk=$(decode_first "$kill" "$engines" "$procs") # the killed processes' engines
+	d0=$(decode_first $((procs - kill)) "$engines" "$procs") # the killed processes' first engine
+	dk=$((engines - d0))
 	want=$(((engines - dk) * qps))
 	MAX_ROOMS=$((engines + 16)) conf "$W/p.conf" prefill "${RDMA_P-$small}"
 	conf "$W/d.conf" decode "qps_per_peer = $qps; poll_idle_us = 0; ${RDMA_D-$small}"
 	timeout -k 5 300 "$DRV" --role prefill --config "$W/p.conf" --rooms "$engines" \
 		--timeout 290 --expect-conns "$want" --ready-file "$W/ready" --done-file "$W/done" \
-		${KILL:+--doomed 0:$dk} > "$W/p.out" 2> "$W/p.log" &
+		${KILL:+--doomed $d0:$engines} > "$W/p.out" 2> "$W/p.log" &
 	CHILDREN+=("$!")
 	pid_p=$!
 	wait_file "$W/ready" 30 || { show "$W/p.out" "$W/p.log"; fail "prefill not ready in 30 s"; }
@@ -109,15 +102,14 @@ many)
 		"${WINDOW:-4} connecting at once per process: $((engines * qps)) connections"
 	run_decodes "$engines" "$procs" "$qps"
 	if [ "$kill" -gt 0 ]; then
-		sleep "${KILL_AFTER_S:-1}"
-		kill_decodes "$kill"
-		note "$kill decode processes ($dk engines) SIGKILLed at $(now)"
+		note "the last $kill decode processes ($dk engines) kill themselves ${KILL_MS:-300} ms" \
+			"after their rooms asked for their connections"
 	fi
 	wait "$pid_p"; rc_p=$?
 	sums=(0 0 0 0 0 0 0 0) lat_max=0 lat_p50=
 	for ((k = 0; k < procs; k++)); do
 		eval "wait \$pid_d$k"; rc=$?
-		[ "$k" -lt "$kill" ] && continue
+		[ "$k" -ge $((procs - kill)) ] && continue
 		out=$W/d$k.out
 		grep '^driver: role=' "$out" | tail -n1
 		[ "$rc" = 0 ] || { show "$out" "$W/d$k.log"; fail "decode process $k exit $rc"; }
@@ -148,7 +140,9 @@ many)
 	if [ "$kill" -gt 0 ]; then
 		end=$(summary "$W/p.out" conns_end)
 		[ "$end" = "$want" ] || { show "$W/p.log"; fail "prefill holds $end connections after the killed peers, not $want"; }
-		note "killed peers: $cut of their $dk rooms cut on the prefill; its connections $live at most, $end after"
+		note "killed peers: $cut of their $dk rooms cut on the prefill; its connections $live at most, $end after;" \
+			"down in ESTABLISHED $(grep -c 'down in ESTABLISHED' "$W/p.log"), before it" \
+			"$(grep 'down in ' "$W/p.log" | grep -vc 'down in ESTABLISHED')"
 		pass "storm with $dk of $engines decode engines killed mid-setup: every other room SUCCESS" \
 			"(${sums[2]} bytes checked), the prefill back to the survivors' $want connections," \
 			"slowest setup $lat_max s"
