@@ -18,9 +18,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "config.h"
-#include "engine.h"
-#include "ring.h"
+#include "config/config.h"
+#include "engine/engine.h"
+#include "base/ring.h"
 
 enum { BATCH = 64, NBLOCKS = 8 };
 

@@ -30,7 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ring.h"
+#include "base/ring.h"
 
 CK_RING_PROTOTYPE(kvf_event, kvf_event)
 

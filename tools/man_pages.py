@@ -4,7 +4,7 @@
 one source for each:
 
   man_pages.py conf docs/config.md VERSION OUT        kvferry.conf(5): every key of
-      docs/config.md's tables (the ones tests/unit/test_config_keys.c checks
+      docs/config.md's tables (the ones tests/unit/config/test_config_keys.c checks
       against the code), with its side, phase, default and range
   man_pages.py tool NAME SOURCE VERSION OUT           a tool's page (section 1) from
       the comment that opens its source: the C header comment of

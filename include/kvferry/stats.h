@@ -15,7 +15,7 @@
 /*
  * KVF_STATS_FIELDS(N, A): every field of struct kvf_stats after size and
  * reserved, in layout order, once: the struct below, the library's copy of
- * the transport's counters (src/transport.h), the Python table
+ * the transport's counters (src/engine/transport.h), the Python table
  * (python/kvferry/stats.c) and the stub's check (tests/python/test_stubs.py)
  * all come from it. Fields are only ever appended (the ABI).
  *

@@ -7,7 +7,7 @@
 
 #include <kvferry/kvferry.h>
 
-#define KVF_PY_MAX_RAILS 8 /* = KVF_MAX_RAILS (src/transport.h) */
+#define KVF_PY_MAX_RAILS 8 /* = KVF_MAX_RAILS (src/engine/transport.h) */
 
 /* A list of one dict a rail, kvf_engine_rails' fields by name (state as
  * its name). NULL with *rc the library's -errno (no exception set: the

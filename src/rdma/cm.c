@@ -3,7 +3,7 @@
  * INIT/RTR/RTS (rdma_cm's attributes with the config on top), the active
  * side's resolve and connect, the passive side's accept or reject, and
  * every rdma_cm event. Poller thread only. */
-#include "conn.h"
+#include "rdma/conn.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -15,10 +15,10 @@
 
 #include <kvferry/kvferry.h>
 
-#include "auth.h"
-#include "clock.h"
-#include "log.h"
-#include "verbs.h"
+#include "transfer/auth.h"
+#include "base/clock.h"
+#include "base/log.h"
+#include "rdma/verbs.h"
 
 /* --------------------------------------------------- queue pair setup */
 

@@ -2,7 +2,7 @@
 /* Connections: the table, their buffers and send queue, QP groups,
  * teardown and destruction, the state names. rdma_cm's side of a
  * connection is cm.c. */
-#include "conn.h"
+#include "rdma/conn.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -12,14 +12,14 @@
 
 #include <kvferry/kvferry.h>
 
-#include "clock.h"
-#include "fault.h"
-#include "frames.h"
-#include "geom_map.h"
-#include "hash.h"
-#include "log.h"
-#include "sched.h"
-#include "verbs.h"
+#include "base/clock.h"
+#include "rdma/fault.h"
+#include "rdma/frames.h"
+#include "rdma/geom_map.h"
+#include "base/hash.h"
+#include "base/log.h"
+#include "rdma/sched.h"
+#include "rdma/verbs.h"
 
 const char *kvf_conn_state_str(int s)
 {

@@ -40,7 +40,7 @@
  * Memory order. Fields say which thread owns them; there is no lock per
  * connection. What one thread publishes to the other goes in these pairs
  * (writer's store-release --> reader's load-acquire; each site names its
- * pair, as in src/ring.c), and the two stacks of sched.h:
+ * pair, as in src/base/ring.c), and the two stacks of sched.h:
  *   ready      scheduler, kvf_qp_group_connect: the group (members, their
  *              ids) is whole --> poller, start_new_conns: starts them
  *   state      poller, kvf_conn_set_established: peer_frame_max and the QP
@@ -70,11 +70,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "frameq.h"
-#include "handshake.h"
-#include "proto.h"
-#include "rdma_internal.h"
-#include "sendq.h"
+#include "transfer/frameq.h"
+#include "rdma/handshake.h"
+#include "transfer/proto.h"
+#include "rdma/rdma_internal.h"
+#include "transfer/sendq.h"
 
 enum kvf_conn_state {
 	KVF_CONN_NEW = 0,     /* active side: created by the scheduler, not started */

@@ -17,8 +17,8 @@
 #include <errno.h>
 #include <string.h>
 
-#include "conn.h"
-#include "log.h"
+#include "rdma/conn.h"
+#include "base/log.h"
 
 static struct kvf_conn *of(struct kvf_idtab_node *n)
 {

@@ -4,7 +4,7 @@
  * ABORT, ABORT_ACK), flushed as buffers come back; the region-shape check
  * once the peer's HELLO is in; the teardown request the poller carries out.
  * ops.c's transport ops queue frames here. */
-#include "rdma_internal.h"
+#include "rdma/rdma_internal.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -12,16 +12,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
-#include "conn.h"
-#include "frames.h"
-#include "ctrl.h"
-#include "geom_map.h"
-#include "log.h"
-#include "pool.h"
-#include "proto.h"
-#include "sched.h"
-#include "sendq.h"
+#include "base/clock.h"
+#include "rdma/conn.h"
+#include "rdma/frames.h"
+#include "rdma/ctrl.h"
+#include "rdma/geom_map.h"
+#include "base/log.h"
+#include "rdma/pool.h"
+#include "transfer/proto.h"
+#include "rdma/sched.h"
+#include "transfer/sendq.h"
 
 /* The first request stands. The scheduler is the only writer of
  * teardown_req, so why is written before the store that publishes it. */

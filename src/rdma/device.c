@@ -2,7 +2,7 @@
 /* The transport's device and lifetime: the config checks, the device and
  * port, the protection domain and channels, the listener, the poller
  * thread; kvf_rdma_create and its unwinding, kvf_rdma_close. */
-#include "rdma_internal.h"
+#include "rdma/rdma_internal.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -14,19 +14,19 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "auth.h"
-#include "conn.h"
-#include "fault.h"
-#include "frames.h"
-#include "keepalive.h"
-#include "log.h"
-#include "poller.h"
-#include "pool.h"
-#include "proto.h"
-#include "sched.h"
-#include "sendq.h"
-#include "stage.h"
-#include "verbs.h"
+#include "transfer/auth.h"
+#include "rdma/conn.h"
+#include "rdma/fault.h"
+#include "rdma/frames.h"
+#include "rdma/keepalive.h"
+#include "base/log.h"
+#include "rdma/poller.h"
+#include "rdma/pool.h"
+#include "transfer/proto.h"
+#include "rdma/sched.h"
+#include "transfer/sendq.h"
+#include "rdma/stage.h"
+#include "rdma/verbs.h"
 
 #define FRAME_CAP (64u * 1024u)
 

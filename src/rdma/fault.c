@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Fault injection (fault.h): the KVF_FAULT parser, the random draws, and
  * the frames held back for delay and reorder. Test builds only. */
-#include "fault.h"
+#include "rdma/fault.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -11,9 +11,9 @@
 
 #include <infiniband/verbs.h>
 
-#include "clock.h"
-#include "conn.h"
-#include "log.h"
+#include "base/clock.h"
+#include "rdma/conn.h"
+#include "base/log.h"
 
 #define MAX_RULES 16
 #define MAX_HELD 64

@@ -26,7 +26,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "fault_ring.h" /* the engine's ring hook, implemented in fault.c */
+#include "engine/fault_ring.h" /* the engine's ring hook, implemented in fault.c */
 
 struct ibv_send_wr;
 struct kvf_conn;

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "frames.h"
+#include "rdma/frames.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -9,9 +9,9 @@
 
 #include <kvferry/kvferry.h>
 
-#include "log.h"
-#include "rdma_internal.h"
-#include "verbs.h"
+#include "base/log.h"
+#include "rdma/rdma_internal.h"
+#include "rdma/verbs.h"
 
 /* Frame memory is pages of its own, mapped and unmapped whole: given back
  * to the kernel when it goes (malloc would keep freed megabytes resident,

@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "txpool.h"
+#include "transfer/txpool.h"
 
 struct kvf_rdma;
 

@@ -1,16 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "geom_map.h"
+#include "rdma/geom_map.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "conn.h"
-#include "geom.h"
-#include "pool.h"
-#include "proto.h"
-#include "rdma_internal.h"
+#include "rdma/conn.h"
+#include "transfer/geom.h"
+#include "rdma/pool.h"
+#include "transfer/proto.h"
+#include "rdma/rdma_internal.h"
 
 static bool has_geom(const struct kvf_buf_geometry *g)
 {

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Geometry applied to a connection: which of the peer's buffers each of
- * our region's buffers writes to, and with which head slice (src/geom.c
- * pairs them, src/slice.c slices). Without geometry on either side the
+ * our region's buffers writes to, and with which head slice (src/transfer/geom.c
+ * pairs them, src/transfer/slice.c slices). Without geometry on either side the
  * regions must have one shape (kvf_proto_same_shape) and pair by position.
  * Scheduler thread only. */
 #ifndef KVF_GEOM_MAP_H
@@ -11,8 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sendq.h"
-#include "slice.h"
+#include "transfer/sendq.h"
+#include "transfer/slice.h"
 
 struct kvf_conn;
 struct kvf_pool;

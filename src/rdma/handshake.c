@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "handshake.h"
+#include "rdma/handshake.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -7,11 +7,11 @@
 
 #include <kvferry/kvferry.h>
 
-#include "auth.h"
-#include "clock.h"
-#include "conn.h"
-#include "log.h"
-#include "names.h"
+#include "transfer/auth.h"
+#include "base/clock.h"
+#include "rdma/conn.h"
+#include "base/log.h"
+#include "engine/names.h"
 
 #define MS 1000000ull
 

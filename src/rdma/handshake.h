@@ -32,7 +32,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "proto.h"
+#include "transfer/proto.h"
 
 struct kvf_conn;
 

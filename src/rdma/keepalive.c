@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "keepalive.h"
+#include "rdma/keepalive.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -8,13 +8,13 @@
 
 #include <kvferry/kvferry.h>
 
-#include "conn.h"
-#include "liveness.h"
-#include "log.h"
-#include "names.h"
-#include "proto.h"
-#include "rdma_internal.h"
-#include "verbs.h"
+#include "rdma/conn.h"
+#include "transfer/liveness.h"
+#include "base/log.h"
+#include "engine/names.h"
+#include "transfer/proto.h"
+#include "rdma/rdma_internal.h"
+#include "rdma/verbs.h"
 
 #define MS 1000000ull
 

@@ -2,13 +2,13 @@
 /* The transport's two ways to reach another thread: wake the poller (the
  * scheduler added work it must start), push an event to the scheduler
  * (the poller's only way to it: the ring). A leaf every file may use. */
-#include "rdma_internal.h"
+#include "rdma/rdma_internal.h"
 
 #include <errno.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "base/log.h"
 
 void kvf_rdma_wake(struct kvf_rdma *t)
 {

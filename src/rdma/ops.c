@@ -6,7 +6,7 @@
  * use, and the walk of every connection. Heartbeats are not the scheduler's: the poller sends
  * them (keepalive.h), so a scheduler away from kvf_progress() is not a
  * peer lost. */
-#include "rdma_internal.h"
+#include "rdma/rdma_internal.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -16,17 +16,17 @@
 
 #include <kvferry/kvferry.h>
 
-#include "clock.h"
-#include "conn.h"
-#include "ctrl.h"
-#include "geom_map.h"
-#include "log.h"
-#include "pool.h"
-#include "proto.h"
-#include "rails.h"
-#include "sched.h"
-#include "sendq.h"
-#include "stage.h"
+#include "base/clock.h"
+#include "rdma/conn.h"
+#include "rdma/ctrl.h"
+#include "rdma/geom_map.h"
+#include "base/log.h"
+#include "rdma/pool.h"
+#include "transfer/proto.h"
+#include "rdma/rails.h"
+#include "rdma/sched.h"
+#include "transfer/sendq.h"
+#include "rdma/stage.h"
 
 #define PROGRESS_EVERY_NS 50000ull
 

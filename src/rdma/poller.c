@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "poller.h"
+#include "rdma/poller.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -12,17 +12,17 @@
 
 #include <kvferry/kvferry.h>
 
-#include "clock.h"
-#include "conn.h"
-#include "fault.h"
-#include "frames.h"
-#include "frame_events.h"
-#include "handshake.h"
-#include "keepalive.h"
-#include "liveness.h"
-#include "log.h"
-#include "names.h"
-#include "verbs.h"
+#include "base/clock.h"
+#include "rdma/conn.h"
+#include "rdma/fault.h"
+#include "rdma/frames.h"
+#include "transfer/frame_events.h"
+#include "rdma/handshake.h"
+#include "rdma/keepalive.h"
+#include "transfer/liveness.h"
+#include "base/log.h"
+#include "engine/names.h"
+#include "rdma/verbs.h"
 
 #define CQ_ACK_BATCH 64u
 #define CM_BATCH 16

@@ -8,7 +8,7 @@
 #ifndef KVF_POLLER_H
 #define KVF_POLLER_H
 
-#include "rdma_internal.h"
+#include "rdma/rdma_internal.h"
 
 /* pthread entry point; arg is the struct kvf_rdma. */
 void *kvf_poller_main(void *arg);

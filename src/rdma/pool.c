@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "pool.h"
+#include "rdma/pool.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -8,13 +8,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cuda_api.h"
+#include "cuda/cuda_api.h"
 #include "kvf_build.h"
-#include "log.h"
-#include "proto.h"
-#include "rdma_internal.h"
-#include "stage.h"
-#include "verbs.h"
+#include "base/log.h"
+#include "transfer/proto.h"
+#include "rdma/rdma_internal.h"
+#include "rdma/stage.h"
+#include "rdma/verbs.h"
 
 #define POOL_ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)
 

@@ -10,8 +10,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "sendq.h"
-#include "transport.h"
+#include "transfer/sendq.h"
+#include "engine/transport.h"
 
 struct kvf_pool_buf {
 	uint64_t addr;       /* base address, also the remote-visible address */

@@ -3,7 +3,7 @@
  * connects by IP address, so each rail needs one on its own device; rather
  * than read the netdev out of sysfs (RoCE's gid_attrs, IPoIB's parent),
  * ask rdma_cm itself, binding a throwaway id to each local address. */
-#include "rails.h"
+#include "rdma/rails.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -13,7 +13,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "log.h"
+#include "base/log.h"
 
 /* Whether rdma_cm binds sa to device dev. */
 static bool on_device(struct sockaddr *sa, const char *dev)

@@ -1,17 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rdma.near_gpu: the rails an engine takes are the devices nearest to its
- * GPU (src/topo.h: same PCIe switch, then NUMA node, then any), chosen from
+ * GPU (src/transfer/topo.h: same PCIe switch, then NUMA node, then any), chosen from
  * rdma.devices or, when that is empty, from every RDMA device. */
-#include "rails.h"
+#include "rdma/rails.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda_api.h"
-#include "log.h"
-#include "topo.h"
+#include "cuda/cuda_api.h"
+#include "base/log.h"
+#include "transfer/topo.h"
 
 /* A CUDA ordinal ("3": this process's device 3, after CUDA_VISIBLE_DEVICES)
  * to its PCI bus id; anything else is taken as a bus id as it is. */

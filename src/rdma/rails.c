@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The rails transport (rails.h): one transport per device, and the routing
  * of the seam's ops by the rail a connection id carries. */
-#include "rails.h"
+#include "rdma/rails.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hash.h"
-#include "log.h"
-#include "rdma.h"
+#include "base/hash.h"
+#include "base/log.h"
+#include "rdma/rdma.h"
 
 struct kvf_rails {
 	uint32_t n;

@@ -18,9 +18,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config.h"
-#include "ring.h"
-#include "transport.h"
+#include "config/config.h"
+#include "base/ring.h"
+#include "engine/transport.h"
 
 #define KVF_PEER_ADDR_MAX 80 /* one "host:port" of a peer list */
 

@@ -1,15 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The ibverbs + rdma_cm transport, as the rest of the library sees it: one
  * constructor. Everything else goes through the ops of the seam
- * (src/transport.h). What the transport's own files share is in
+ * (src/engine/transport.h). What the transport's own files share is in
  * rdma_internal.h; nothing outside src/rdma/ includes that, so no verbs or
  * rdma_cm header reaches the engine through this one. */
 #ifndef KVF_RDMA_H
 #define KVF_RDMA_H
 
-#include "config.h"
-#include "ring.h"
-#include "transport.h"
+#include "config/config.h"
+#include "base/ring.h"
+#include "engine/transport.h"
 
 /*
  * Create the transport: pick the device, allocate the protection domain,

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The ibverbs + rdma_cm transport's private header: what its files
  * (src/rdma/) share. The rest of the library sees rdma.h (the constructor)
- * and the seam (src/transport.h) only.
+ * and the seam (src/engine/transport.h) only.
  *
  * Threads. Ops run on the scheduler thread; the poller thread (poller.c)
  * owns the rdma_cm channel, the completion queues, the receive queues and
@@ -19,15 +19,15 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "backoff.h"
-#include "config.h"
-#include "frames.h"
-#include "idtab.h"
-#include "liveness.h"
-#include "rdma.h"
-#include "sendcq.h"
-#include "ring.h"
-#include "transport.h"
+#include "transfer/backoff.h"
+#include "config/config.h"
+#include "rdma/frames.h"
+#include "base/idtab.h"
+#include "transfer/liveness.h"
+#include "rdma/rdma.h"
+#include "rdma/sendcq.h"
+#include "base/ring.h"
+#include "engine/transport.h"
 
 struct kvf_conn;
 struct kvf_pool;

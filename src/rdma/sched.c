@@ -1,15 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The scheduler's view of the connections (sched.h). */
-#include "sched.h"
+#include "rdma/sched.h"
 
 #include <inttypes.h>
 #include <string.h>
 
-#include "clock.h"
-#include "conn.h"
-#include "geom_map.h"
-#include "hash.h"
-#include "log.h"
+#include "base/clock.h"
+#include "rdma/conn.h"
+#include "rdma/geom_map.h"
+#include "base/hash.h"
+#include "base/log.h"
 
 /* ----------------------------------------------- the two stacks (poller) */
 

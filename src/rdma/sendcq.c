@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "sendcq.h"
+#include "rdma/sendcq.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
-#include "rdma_internal.h"
+#include "base/log.h"
+#include "rdma/rdma_internal.h"
 
 /* Entries a shared send CQ has at most: 64 connections a CQ, 256 KiB of
  * CQEs on a ConnectX (64 B each). Bigger would make one peer pay for

@@ -1,20 +1,20 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #define _POSIX_C_SOURCE 200809L
-#include "stage.h"
+#include "rdma/stage.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "conn.h"
-#include "copier.h"
-#include "log.h"
-#include "pool.h"
-#include "rdma_internal.h"
-#include "sched.h"
-#include "stage_pool.h"
-#include "verbs.h"
+#include "rdma/conn.h"
+#include "cuda/copier.h"
+#include "base/log.h"
+#include "rdma/pool.h"
+#include "rdma/rdma_internal.h"
+#include "rdma/sched.h"
+#include "transfer/stage_pool.h"
+#include "rdma/verbs.h"
 
 struct kvf_staging {
 	struct kvf_stage_pool pool;

@@ -24,7 +24,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "sendq.h"
+#include "transfer/sendq.h"
 
 struct kvf_rdma;
 struct kvf_conn;

@@ -2,7 +2,7 @@
 /* A thin layer over libibverbs: one place that turns verbs' mixed error
  * conventions (NULL + errno, positive errno) into -errno and logs strerror,
  * plus what the transport asks of a device (async events, ports, MTUs).
- * Work-completion names and hints are src/names.c's (one table, for the
+ * Work-completion names and hints are src/engine/names.c's (one table, for the
  * room engine and the transport). */
 #ifndef KVF_VERBS_H
 #define KVF_VERBS_H

@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "fuzz_report.h"
-#include "config.h"
+#include "config/config.h"
 
 static char path[] = "/tmp/kvf_fuzz_config_XXXXXX";
 static int fd = -1;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer harness for frames into a real room engine: fuzzed frames go
- * through src/rdma/frame_events.c (decode, ROOM_INFO reassembly, the
+ * through src/transfer/frame_events.c (decode, ROOM_INFO reassembly, the
  * events the poller pushes) into an engine on the unit suite's fake
  * transport (tests/unit/fake_transport.h), which holds 4 sender rooms
  * (ids 1-4) and 4 receiver rooms (the same ids, ROOM_INFO sent).
@@ -36,8 +36,8 @@
 #include "fuzz_report.h"
 #include "../unit/fake_transport.h"
 #include "fuzz_records.h"
-#include "log.h"
-#include "rdma/frame_events.h"
+#include "base/log.h"
+#include "transfer/frame_events.h"
 
 #define NR 4
 #define CONN_ACTIVE 7u

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * libFuzzer harness for every decoder of src/rdma/proto.c: one input is
+ * libFuzzer harness for every decoder of src/transfer/proto.c: one input is
  * taken as a control frame (kvf_proto_decode, under two sets of limits),
  * as connect private data (kvf_proto_decode_cm) and as reject private data
  * (kvf_proto_decode_rej), and escaped for a log line (kvf_log_escape).
@@ -20,11 +20,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "event.h"
+#include "base/event.h"
 #include "fuzz_report.h"
 #include "fuzz_records.h"
-#include "log.h"
-#include "rdma/proto.h"
+#include "base/log.h"
+#include "transfer/proto.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * libFuzzer harness for ROOM_INFO reassembly (src/rdma/proto.c): an input is
+ * libFuzzer harness for ROOM_INFO reassembly (src/transfer/proto.c): an input is
  * a sequence of records (fuzz_records.h); each record's bytes are decoded as
  * a frame and, when a ROOM_INFO or ROOM_INFO_CONT, fed to one connection's
  * kvf_room_reasm, as frame_events.c does. op's low 7 bits advance the clock
@@ -20,9 +20,9 @@
 #include <stdlib.h>
 
 #include "fuzz_report.h"
-#include "event.h"
+#include "base/event.h"
 #include "fuzz_records.h"
-#include "rdma/proto.h"
+#include "transfer/proto.h"
 
 #define HALF_S 500000000ull
 

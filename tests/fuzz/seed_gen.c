@@ -13,8 +13,8 @@
 
 #include <kvferry/kvferry.h>
 
-#include "rdma/auth.h"
-#include "rdma/proto.h"
+#include "transfer/auth.h"
+#include "transfer/proto.h"
 
 static const char *root;
 

@@ -42,7 +42,7 @@
 byte cst[NC];   /* connection state */
 bool treq[NC];  /* teardown_req (kvf_ctrl_teardown) */
 bool idle[NC];  /* idle_since_ns != 0: it had rooms, has none now */
-byte bound[NC]; /* rooms listed under it (by_conn, src/conn_rooms.c) */
+byte bound[NC]; /* rooms listed under it (by_conn, src/engine/conn_rooms.c) */
 byte nconn = 0;
 byte rst[NR];
 byte rconn[NR]; /* the room's connection, NC when unbound */
@@ -58,7 +58,7 @@ bool rok[NR];   /* it reached SUCCESS */
 /* idle_close (ops.c): established (walk_conns), idle, not closing */
 #define closable(c) (cst[c] == C_UP && idle[c] && !treq[c])
 
-/* conn_busy (src/room.c relist -> op_conn_busy): the first room listed
+/* conn_busy (src/engine/room.c relist -> op_conn_busy): the first room listed
  * under a connection clears idle_since_ns, the last one leaving sets it */
 inline unbind(r)
 {

@@ -9,7 +9,7 @@
  *  - nothing gets stuck: when no step is possible, both rooms are terminal,
  *    both released, and no write is outstanding.
  *
- * It mirrors src/room.c: a sender ABORTs only once its writes drained (so
+ * It mirrors src/engine/room.c: a sender ABORTs only once its writes drained (so
  * that ABORT doubles as the ACK); it acknowledges a receiver's ABORT only
  * once drained; a receiver that told the sender about the room waits for
  * ACK or ABORT, or tears the connection down at its quiesce deadline; after

@@ -39,7 +39,7 @@ def test_fanout_bad_count(pooled):
 
 def test_fanout_learned_is_one_slot_until_the_first_room_info(pooled):
     """n=0: kvf_sender_create_learned; the first ROOM_INFO's fan-out tag
-    (kvferry.ranks) sizes it (tests/unit/test_fanout.c, on the wire: rxe)."""
+    (kvferry.ranks) sizes it (tests/unit/engine/test_fanout.c, on the wire: rxe)."""
     r = pooled.sender(7, n=0)
     assert r.receivers() == (1, 0) and r.poll() == kvferry.Poll.BOOTSTRAPPING
     assert pooled.stats().created == 1

@@ -16,7 +16,7 @@ import kvferry
 def test_fork_after_open_child_is_refused_parent_goes_on():
     """The child shares the parent's verbs objects but none of its threads:
     its engine refuses (ECHILD) and its close tears nothing of the parent's
-    down (src/guard.c)."""
+    down (src/engine/guard.c)."""
     e = kvferry.Engine(overrides={"engine.max_rooms": 8})
     r = e.sender(5)
     pid = os.fork()

@@ -3,7 +3,7 @@
  * fake_peer: a decode-side kvferry peer written with raw rdma_cm and verbs
  * that speaks the protocol as docs/wire.md defines it: every byte it sends
  * or reads goes through wire_codec.c, which is built from the document's
- * tables (wire_doc.h, generated at build time), never from src/proto.h. It
+ * tables (wire_doc.h, generated at build time), never from src/transfer/proto.h. It
  * connects to a real kvferry prefill engine (tests/rxe/kvf_driver --role
  * prefill), does the real handshake (connect private data with its nonce,
  * its AUTH proof, the prefill's proof checked, HELLO, ROOM_INFO,

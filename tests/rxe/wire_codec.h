@@ -2,10 +2,10 @@
 /* kvferry's wire protocol written from docs/wire.md alone: every offset,
  * size and constant here comes from wire_doc.h, which tools/wire_doc_h.py
  * generates from the document's tables at build time. It deliberately does
- * not include src/proto.h: tests/rxe/fake_peer speaks to a real kvferry
+ * not include src/transfer/proto.h: tests/rxe/fake_peer speaks to a real kvferry
  * engine through it, so a peer built from the document is what the RDMA
- * suite proves interoperable, and tests/unit/test_wire_doc.c checks it
- * against src/proto.c byte by byte.
+ * suite proves interoperable, and tests/unit/transfer/test_wire_doc.c checks it
+ * against src/transfer/proto.c byte by byte.
  *
  * Only what a decode-side peer needs: the connect private data, the reject,
  * AUTH (the token's proof: HMAC-SHA256 from OpenSSL's libcrypto, the one

@@ -43,7 +43,7 @@ def main():
         elif kind == "constant" and name.endswith("_NUM") and int(now) > int(where):
             # An enum's count grows with a constant appended before it: the
             # enums are made to grow (include/kvferry/stats.h keeps room for
-            # them in kvf_stats' arrays, checked at build time in src/names.c).
+            # them in kvf_stats' arrays, checked at build time in src/engine/names.c).
             print(f"grown: {t}.{name} {where} -> {now}")
         elif now != where:
             what = "offset (bits)" if kind == "field" else "value"

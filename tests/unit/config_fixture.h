@@ -11,8 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "config.h"
-#include "log.h"
+#include "config/config.h"
+#include "base/log.h"
 
 static char err[512];
 

@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "engine.h"
-#include "engine_impl.h"
+#include "config/config.h"
+#include "engine/engine.h"
+#include "engine/engine_impl.h"
 
 struct fake {
 	/* what to answer */

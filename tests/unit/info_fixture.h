@@ -5,7 +5,7 @@
 #ifndef KVF_INFO_FIXTURE_H
 #define KVF_INFO_FIXTURE_H
 
-#include "rdma/proto.h"
+#include "transfer/proto.h"
 
 static const struct kvf_hello_region peer_regions[2] = {
 	{ .name = "kv", .id = 0, .nitems = 100, .nbufs = 2 },

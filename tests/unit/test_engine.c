@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Tests for src/engine.c's opening from code: kvf_engine_open_with (a
+/* Tests for src/open.c: an engine opened from code: kvf_engine_open_with (a
  * config file, overrides, both or neither; the caller's error line) and
  * kvf_engine_listen_addr on an engine that does not listen. The
  * transport's listener (port 0 included) is proven on a device by the RDMA
