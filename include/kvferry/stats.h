@@ -110,7 +110,10 @@
 	N(tx_frame_waits, transport, "control frames that waited for a free send frame (rdma.send_frames)") \
 	/* What the decodes' requests cost on the wire (docs/wire.md 5.4). */ \
 	N(info_bytes_rx, transport, "bytes of ROOM_INFO and ROOM_INFO_CONT frames received") \
-	N(conns_idle_closed, transport, "peer connections closed: no room used them for rdma.idle_close_s")
+	N(conns_idle_closed, transport, "peer connections closed: no room used them for rdma.idle_close_s") \
+	/* The rail's shared send CQs (docs/design.md): a completion after its \
+	 * QP's drain marker should not exist; ignored, and counted. */ \
+	N(tx_stray, transport, "shared send completions for a queue pair no longer known (ignored)")
 
 #define KVF_STATS_FIELD_N_(name, from, doc) uint64_t name;
 #define KVF_STATS_FIELD_A_(name, len, num, names, from, doc) uint64_t name[len];

@@ -92,6 +92,7 @@ class Stats(structseq[Any], Tuple[Any, ...]):
             "tx_frame_waits",
             "info_bytes_rx",
             "conns_idle_closed",
+            "tx_stray",
         )
     @property
     def rooms(self) -> Dict[str, int]: ...
@@ -195,6 +196,8 @@ class Stats(structseq[Any], Tuple[Any, ...]):
     def info_bytes_rx(self) -> int: ...
     @property
     def conns_idle_closed(self) -> int: ...
+    @property
+    def tx_stray(self) -> int: ...
 
 
 @final

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The engine's regions (kvf_region_register): their names, shapes and how
  * many live rooms use each, so that one in use cannot be unregistered. The
- * memory itself is the transport's business (src/rdma/region.c). Scheduler
+ * memory itself is the transport's business (src/rdma/pool.c). Scheduler
  * thread only. */
 #ifndef KVF_REGION_H
 #define KVF_REGION_H

@@ -289,6 +289,8 @@ static const struct plain_metric transport_metrics[] = {
 	   "and ROOM_INFO_CONT frames received: the decodes' requests on the wire."),
 	TM(conns_idle_closed, "counter", "kvferry_connections_idle_closed_total", "Peer connections "
 	   "closed because no room had used them for rdma.idle_close_s."),
+	TM(tx_stray, "counter", "kvferry_tx_stray_total", "Shared send completions for a queue "
+	   "pair no longer known (ignored)."),
 	TM(keepalives_acked, "counter", "kvferry_keepalives_acked_total", "HEARTBEATs of the poller "
 	   "thread that completed: the peer's NIC acknowledged them (its host and the link, not "
 	   "its process)."),

@@ -518,6 +518,7 @@ static int op_stats(void *tp, struct kvf_transport_stats *out)
 	out->tx_frame_waits = t->tx.pool.waits;
 	out->info_bytes_rx = atomic_load_explicit(&t->st_info_bytes_rx, memory_order_relaxed);
 	out->conns_idle_closed = t->st_idle_closed;
+	out->tx_stray = atomic_load_explicit(&t->st_tx_stray, memory_order_relaxed);
 	return 0;
 }
 

@@ -223,7 +223,7 @@ static void on_send(struct poller *p, struct kvf_conn *c, const struct ibv_wc *w
 
 /* One completion of a shared send CQ, to its connection by QP number.
  * None: its QP was destroyed after its drain marker, which comes last, so
- * nothing should be left; counted, as a stray receive is. */
+ * nothing should be left; counted (tx_stray) and ignored. */
 static void on_shared_send(struct poller *p, const struct ibv_wc *wc)
 {
 	struct kvf_conn *c = by_qp_num(p->t, wc->qp_num);
@@ -231,7 +231,7 @@ static void on_shared_send(struct poller *p, const struct ibv_wc *wc)
 	if (c)
 		on_send(p, c, wc);
 	else
-		atomic_fetch_add_explicit(&p->t->st_rx_stray, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&p->t->st_tx_stray, 1, memory_order_relaxed);
 }
 
 /* One of the rail's send CQs: the sends of up to per_cq connections. */

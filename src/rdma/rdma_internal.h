@@ -152,6 +152,7 @@ struct kvf_rdma {
 	_Atomic uint64_t st_rx_frames;
 	_Atomic uint64_t st_srq_low;
 	_Atomic uint64_t st_rx_stray;
+	_Atomic uint64_t st_tx_stray;  /* send completions of no known QP (poller.c) */
 	_Atomic uint64_t st_info_bytes_rx; /* ROOM_INFO(_CONT) frames' bytes (poller.c) */
 
 	/* Poller-thread only: connections it polls (have a CQ), and its own

@@ -66,7 +66,9 @@ static struct kvf_send_cq *add_cq(struct kvf_rdma *t)
 	struct kvf_send_cq *scq;
 	int e = (int)(s->per_cq * KVF_SENDCQ_PER_CONN);
 
-	if (n == s->cap) { /* rdma.max_conns bounds the connections first */
+	if (n == s->cap) { /* only with slots kept by QPs destroyed undrained */
+		kvf_err("rdma", "no send CQ for another connection: %u CQs of %u connections made "
+			"(rdma.max_conns %u), their slots held", n, s->per_cq, t->cfg.max_conns);
 		errno = ENOSPC;
 		return NULL;
 	}
